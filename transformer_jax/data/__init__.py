@@ -1,0 +1,1 @@
+"""Input pipeline: translation sources, SentencePiece, fixed-shape batches (no model imports)."""
