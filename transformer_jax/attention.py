@@ -1,0 +1,107 @@
+"""Scaled dot-product attention (§3.2.1) and its masks, as pure JAX functions.
+
+Letters used in shapes and einsum strings: B batch, T query length, S key/value length,
+N heads, H head dim. Masks are boolean, True where a query may attend to a key, and broadcast
+to `[B, N, T, S]`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+Mask = Bool[Array, "#B #N #T #S"]
+
+
+def padding_mask(tokens: Int[Array, "B S"], pad_id: int = 0) -> Bool[Array, "B 1 1 S"]:
+    """Keys that are real tokens (not `pad_id`); broadcasts over heads and queries."""
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def causal_mask(length: int) -> Bool[Array, "1 1 T T"]:
+    """Query t may attend to keys 0..t only (the decoder's left-to-right masking, §3.2.3)."""
+    return jnp.tril(jnp.ones((length, length), dtype=bool))[None, None]
+
+
+def segment_mask(
+    q_segment_ids: Int[Array, "B T"], kv_segment_ids: Int[Array, "B S"]
+) -> Bool[Array, "B 1 T S"]:
+    """For packed rows: a query attends only to keys of its own segment; segment 0 is padding."""
+    same = q_segment_ids[:, :, None] == kv_segment_ids[:, None, :]
+    return (same & (kv_segment_ids[:, None, :] != 0))[:, None]
+
+
+def combine_masks(*masks: Mask | None) -> Mask | None:
+    """Logical AND of the given masks, skipping `None`; `None` when none is given."""
+    present = [m for m in masks if m is not None]
+    if not present:
+        return None
+    out = present[0]
+    for m in present[1:]:
+        out = jnp.logical_and(out, m)
+    return out
+
+
+def dropout(x: Array, rate: float, rng: jax.Array | None, deterministic: bool) -> Array:
+    """Inverted dropout: zero each element with probability `rate`, scale the rest by 1/(1-rate)."""
+    if deterministic or rate == 0.0:
+        return x
+    if rng is None:
+        raise ValueError("dropout with deterministic=False needs an rng key (pass rng=...).")
+    keep = jax.random.bernoulli(rng, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
+
+
+def dot_product_attention_weights(
+    query: Float[Array, "B T N H"],
+    key: Float[Array, "B S N H"],
+    mask: Mask | None = None,
+) -> Float[Array, "B N T S"]:
+    """softmax(Q K^T / sqrt(d_k)) per head, with masked keys removed (§3.2.1, eq. 1).
+
+    The softmax runs in float32 whatever the input dtype. Masked logits get the most negative
+    finite value of float32; a query whose keys are all masked gets all-zero weights (so its
+    output is 0), never NaN.
+    """
+    depth = query.shape[-1]
+    logits = jnp.einsum("BTNH,BSNH->BNTS", query, key, preferred_element_type=jnp.float32)
+    logits = logits / jnp.sqrt(jnp.float32(depth))
+    if mask is None:
+        return jax.nn.softmax(logits, axis=-1).astype(query.dtype)
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(logits, axis=-1)
+    any_key = jnp.any(mask, axis=-1, keepdims=True)
+    return jnp.where(any_key, weights, 0.0).astype(query.dtype)
+
+
+def dot_product_attention(
+    query: Float[Array, "B T N H"],
+    key: Float[Array, "B S N H"],
+    value: Float[Array, "B S N H"],
+    mask: Mask | None = None,
+    *,
+    dropout_rate: float = 0.0,
+    dropout_rng: jax.Array | None = None,
+    deterministic: bool = True,
+    return_weights: bool = False,
+) -> Float[Array, "B T N H"] | tuple[Float[Array, "B T N H"], Float[Array, "B N T S"]]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, for every head at once (§3.2.1).
+
+    Args:
+      query: `[B, T, N, H]`.
+      key: `[B, S, N, H]`.
+      value: `[B, S, N, H]`.
+      mask: boolean, broadcastable to `[B, N, T, S]`, True where attending is allowed.
+      dropout_rate: dropout on the attention weights (used only when not deterministic).
+      dropout_rng: key for that dropout.
+      deterministic: no dropout when True.
+      return_weights: also return the weights `[B, N, T, S]` (before dropout).
+
+    Returns:
+      `[B, T, N, H]`, or `(output, weights)` when `return_weights`.
+    """
+    weights = dot_product_attention_weights(query, key, mask)
+    dropped = dropout(weights, dropout_rate, dropout_rng, deterministic)
+    out = jnp.einsum("BNTS,BSNH->BTNH", dropped, value)
+    return (out, weights) if return_weights else out
