@@ -1,0 +1,192 @@
+"""The input pipeline's configuration: one ConfigDict, one comment per field, and its validation.
+
+The defaults train on the embedded English -> French number corpus, which needs no data and no
+network. For the paper's WMT'14 English -> German set `source="tfds"` and raise `vocab_size`
+(37,000 in the paper), `max_len` (e.g. 256) and `tokens_per_batch` (about 25,000 in the paper).
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_collections
+
+SOURCES = ("embedded", "tfds", "text")
+EMBEDDED_LANGS = ("fr", "de")
+SPM_MODEL_TYPES = ("unigram", "bpe", "char", "word")
+SPLITS = ("train", "eval", "test")
+
+
+def default_data_config() -> ml_collections.ConfigDict:
+    """Returns the default data configuration (embedded corpus, bucketed batches).
+
+    Returns:
+      A ConfigDict; `validate_data_config` checks it.
+    """
+    c = ml_collections.ConfigDict()
+    # Where pairs come from: "embedded" (generated number phrases), "tfds" or "text" (own files).
+    c.source = "embedded"
+
+    # --- TFDS (source="tfds"): any Translation dataset, read from ArrayRecord without TensorFlow.
+    c.tfds_name = "wmt14_translate/de-en"  # "name/config" as in tfds.data_source.
+    c.tfds_data_dir = None  # TFDS data directory; None = TFDS default (~/tensorflow_datasets).
+    c.tfds_download = True  # Let TFDS download and prepare (as ArrayRecord) if not prepared yet.
+    c.source_lang = "en"  # Source language code (a key of the Translation feature).
+    c.target_lang = "de"  # Target language code; the direction need not match supervised_keys.
+    c.train_split = "train"  # TFDS split for training.
+    c.eval_split = "validation"  # TFDS split for evaluation (wmt14: newstest2013).
+    c.test_split = "test"  # TFDS split for the final test (wmt14: newstest2014).
+
+    # --- Local text (source="text"): two aligned files (one sentence a line) or one TSV per split.
+    c.text_train_src = None  # Training source sentences, UTF-8, one per line.
+    c.text_train_tgt = None  # Training target sentences, aligned line by line with the source.
+    c.text_train_tsv = None  # Or: one file of "source<TAB>target" lines (then leave src/tgt None).
+    c.text_eval_src = None  # Evaluation source file (or use text_eval_tsv).
+    c.text_eval_tgt = None  # Evaluation target file.
+    c.text_eval_tsv = None  # Evaluation TSV file.
+    c.text_test_src = None  # Test source file (or use text_test_tsv).
+    c.text_test_tgt = None  # Test target file.
+    c.text_test_tsv = None  # Test TSV file.
+
+    # --- Embedded corpus (source="embedded"): English number phrases -> French or German.
+    c.embedded_target_lang = "fr"  # "fr" or "de".
+    c.embedded_train_size = 200_000  # Training pairs (distinct integers).
+    c.embedded_eval_size = 3_000  # Validation pairs (integers disjoint from train and test).
+    c.embedded_test_size = 3_000  # Test pairs (integers disjoint from train and validation).
+    c.embedded_seed = 0  # Seed that fixes which integers land in which split.
+
+    # --- SentencePiece tokenizer: one vocabulary shared by source and target.
+    c.vocab_size = 32_000  # Upper bound; a small corpus yields fewer pieces (no hard limit).
+    c.spm_model_type = "unigram"  # "unigram" or "bpe" (also "char", "word").
+    c.spm_character_coverage = 1.0  # Share of characters covered; the rest map to unk (id 3).
+    c.spm_sample_size = 200_000  # Sentences (source and target together) sampled for training.
+    c.spm_model_path = None  # Existing .model file; None = train into workdir/tokenizer.model.
+
+    # --- Batches of fixed shapes.
+    c.max_len = 64  # Max tokens per side including eos (and bos on the decoder input).
+    c.tokens_per_batch = 4_096  # Global token budget per step and side (padded rows x length).
+    c.num_buckets = 4  # Bucket lengths spread evenly up to max_len (multiples of 8) ...
+    c.bucket_boundaries = None  # ... unless given here: ascending lengths; max_len is appended.
+    c.pack = False  # Pack several pairs per row (rows of max_len, with segment ids/positions).
+    c.batch_multiple = 8  # Global rows per batch divisible by this (data-parallel devices).
+    c.shuffle_seed = 0  # Seed of the per-epoch shuffle (same seed, same batches).
+    c.eval_batch_size = 64  # Global rows per evaluation batch (rows of max_len, unpacked).
+    c.num_workers = 0  # Grain worker processes building batches; 0 = threads in this process.
+    return c
+
+
+def _fail(field: str, problem: str, fix: str) -> ValueError:
+    return ValueError(f"data config field '{field}': {problem}. {fix}")
+
+
+def _check_int(cfg: ml_collections.ConfigDict, field: str, minimum: int) -> None:
+    value = cfg[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(field, f"got {value!r}", f"Use an integer >= {minimum}.")
+
+
+def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
+    """Checks every field the pipeline reads; raises ValueError naming the first bad field.
+
+    Args:
+      cfg: a config from `default_data_config` (possibly overridden).
+
+    Raises:
+      ValueError: naming the field, the value found and what to set instead.
+    """
+    missing = sorted(set(default_data_config().keys()) - set(cfg.keys()))
+    if missing:
+        raise _fail(missing[0], "missing", "Start from default_data_config() and override fields.")
+    if cfg.source not in SOURCES:
+        raise _fail("source", f"got {cfg.source!r}", f"Use one of {SOURCES}.")
+    if cfg.source == "tfds":
+        if not isinstance(cfg.tfds_name, str) or not cfg.tfds_name:
+            raise _fail("tfds_name", f"got {cfg.tfds_name!r}", "Use e.g. 'wmt14_translate/de-en'.")
+        for field in ("source_lang", "target_lang", "train_split", "eval_split", "test_split"):
+            if not isinstance(cfg[field], str) or not cfg[field]:
+                raise _fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
+        if cfg.source_lang == cfg.target_lang:
+            raise _fail("target_lang", f"equals source_lang ({cfg.source_lang!r})",
+                        "Choose two different language codes.")
+    if cfg.source == "text":
+        check_text_split_fields(cfg, "train")
+    if cfg.source == "embedded":
+        if cfg.embedded_target_lang not in EMBEDDED_LANGS:
+            raise _fail("embedded_target_lang", f"got {cfg.embedded_target_lang!r}",
+                        f"Use one of {EMBEDDED_LANGS}.")
+        for field in ("embedded_train_size", "embedded_eval_size", "embedded_test_size"):
+            _check_int(cfg, field, 1)
+        _check_int(cfg, "embedded_seed", 0)
+    _check_int(cfg, "vocab_size", 16)
+    if cfg.spm_model_type not in SPM_MODEL_TYPES:
+        raise _fail("spm_model_type", f"got {cfg.spm_model_type!r}",
+                    f"Use one of {SPM_MODEL_TYPES}.")
+    coverage = cfg.spm_character_coverage
+    if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
+        raise _fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
+    _check_int(cfg, "spm_sample_size", 1)
+    _check_int(cfg, "max_len", 2)
+    _check_int(cfg, "tokens_per_batch", 1)
+    _check_int(cfg, "num_buckets", 1)
+    _check_int(cfg, "batch_multiple", 1)
+    _check_int(cfg, "shuffle_seed", 0)
+    _check_int(cfg, "eval_batch_size", 1)
+    _check_int(cfg, "num_workers", 0)
+    if not isinstance(cfg.pack, bool):
+        raise _fail("pack", f"got {cfg.pack!r}", "Use True or False.")
+    if cfg.eval_batch_size % cfg.batch_multiple:
+        raise _fail("eval_batch_size", f"{cfg.eval_batch_size} is not divisible by "
+                    f"batch_multiple={cfg.batch_multiple}", "Use a multiple of batch_multiple.")
+    bucket_lengths(cfg)  # Raises for bad bucket_boundaries.
+    if cfg.tokens_per_batch < cfg.max_len * cfg.batch_multiple:
+        raise _fail("tokens_per_batch", f"{cfg.tokens_per_batch} holds fewer than batch_multiple="
+                    f"{cfg.batch_multiple} rows of max_len={cfg.max_len}",
+                    f"Use at least {cfg.max_len * cfg.batch_multiple}.")
+
+
+def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
+    """Checks that a text split names either a TSV file or a source and a target file.
+
+    Args:
+      cfg: the data config.
+      split: "train", "eval" or "test".
+
+    Raises:
+      ValueError: naming the fields that are missing or set together.
+    """
+    src, tgt, tsv = (f"text_{split}_{kind}" for kind in ("src", "tgt", "tsv"))
+    if cfg[tsv] is not None and (cfg[src] is not None or cfg[tgt] is not None):
+        raise _fail(tsv, f"set together with {src}/{tgt}", "Give either a TSV or two files.")
+    if cfg[tsv] is None and (cfg[src] is None or cfg[tgt] is None):
+        raise _fail(src if cfg[src] is None else tgt, f"not set for the {split} split",
+                    f"Set {src} and {tgt} (aligned files) or {tsv}.")
+
+
+def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
+    """Returns the padded lengths of the buckets, ascending, the last one max_len.
+
+    Without explicit `bucket_boundaries`, `num_buckets` lengths are spread evenly up to max_len
+    and rounded up to multiples of 8 (friendly to accelerator tiles).
+
+    Args:
+      cfg: the data config.
+
+    Returns:
+      Ascending bucket lengths; a pair goes to the first bucket that holds both its sides.
+    """
+    max_len = cfg.max_len
+    if cfg.bucket_boundaries is None:
+        lengths = {min(max_len, 8 * math.ceil(max_len * i / cfg.num_buckets / 8))
+                   for i in range(1, cfg.num_buckets + 1)}
+        return tuple(sorted(lengths))
+    bounds = list(cfg.bucket_boundaries)
+    if not bounds or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
+        raise _fail("bucket_boundaries", f"got {cfg.bucket_boundaries!r}",
+                    "Use ascending integers, e.g. (16, 32, 64), or None with num_buckets.")
+    ascending = all(b1 < b2 for b1, b2 in zip(bounds[:-1], bounds[1:], strict=True))
+    if not ascending or bounds[0] < 2 or bounds[-1] > max_len:
+        raise _fail("bucket_boundaries", f"got {tuple(bounds)}",
+                    f"Use strictly ascending lengths between 2 and max_len={max_len}.")
+    if bounds[-1] != max_len:
+        bounds.append(max_len)
+    return tuple(bounds)

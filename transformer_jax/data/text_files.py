@@ -1,0 +1,103 @@
+"""Local parallel text: two aligned files (one sentence a line) or one tab-separated file.
+
+Lines end with "\\n" (a trailing "\\r" is dropped, so CRLF files work); no other character splits
+a line, unlike `str.splitlines`, which would also split on U+2028 and friends and break alignment.
+Every problem is reported as `path:line: what is wrong. What to do.`
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+
+def read_lines(path: str | os.PathLike) -> list[str]:
+    """Reads a UTF-8 text file as a list of lines without their line ends.
+
+    Args:
+      path: the file.
+
+    Returns:
+      The lines; a final line end does not start an extra empty line.
+
+    Raises:
+      FileNotFoundError: the file does not exist.
+      ValueError: the file is empty or not valid UTF-8 (naming the line).
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file. Check the text_* fields of the config.")
+    data = path.read_bytes()
+    if not data.strip():
+        raise ValueError(f"{path}:1: the file is empty. Give a file with one sentence a line.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(
+            f"{path}:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x} at column {column}). "
+            f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from None
+    text = text.removeprefix("\ufeff")  # A byte-order mark is not part of the first sentence.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike
+                 ) -> list[tuple[str, str]]:
+    """Reads two aligned files into (source, target) pairs.
+
+    Args:
+      src_path: source sentences, one a line.
+      tgt_path: target sentences, line i translating line i of the source.
+
+    Returns:
+      The pairs, in file order.
+
+    Raises:
+      ValueError: a file is empty or not UTF-8, or the line counts differ.
+    """
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        shorter, longer = (src_path, tgt_path) if len(src) < len(tgt) else (tgt_path, src_path)
+        first_unmatched = min(len(src), len(tgt)) + 1
+        raise ValueError(
+            f"{longer}:{first_unmatched}: line has no counterpart in {shorter} "
+            f"({src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}). "
+            f"The files must be aligned line by line: fix or remove the extra lines.")
+    return list(zip(src, tgt, strict=True))
+
+
+def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """Reads a file of `source<TAB>target` lines into pairs.
+
+    Args:
+      path: the TSV file.
+
+    Returns:
+      The pairs, in file order.
+
+    Raises:
+      ValueError: the file is empty or not UTF-8, or a line has no tab or more than one.
+    """
+    pairs = []
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) != 2:
+            problem = "has no tab" if len(fields) == 1 else f"has {len(fields) - 1} tabs"
+            raise ValueError(
+                f"{path}:{number}: line {problem}; expected exactly one between source and "
+                f"target. Write each pair as `source<TAB>target`.")
+        pairs.append((fields[0], fields[1]))
+    return pairs
+
+
+def file_fingerprint(*paths: str | os.PathLike) -> str:
+    """Identifies files by absolute path, size and modification time (for cache keys)."""
+    parts = []
+    for path in paths:
+        stat = pathlib.Path(path).stat()
+        parts.append(f"{pathlib.Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
+    return "|".join(parts)

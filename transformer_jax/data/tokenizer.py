@@ -1,0 +1,140 @@
+"""SentencePiece tokenizer with one vocabulary shared by source and target, and fixed special ids.
+
+Ids: pad=0, eos=1, bos=2, unk=3, always (the model and the batches rely on them). Training uses the
+identity normalization and keeps whitespace as written, so `decode(encode(text)) == text` for any
+text whose characters are in the vocabulary; other characters become unk (id 3).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pathlib
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import sentencepiece as spm
+
+PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
+_SPECIAL_PIECES = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>"}
+
+
+class Tokenizer:
+    """Encodes text to ids and back with a SentencePiece model.
+
+    Attributes:
+      pad_id, eos_id, bos_id, unk_id: the fixed special ids 0, 1, 2, 3.
+    """
+
+    pad_id, eos_id, bos_id, unk_id = PAD_ID, EOS_ID, BOS_ID, UNK_ID
+
+    def __init__(self, model_proto: bytes, *, origin: str = "<memory>"):
+        """Loads a serialized SentencePiece model.
+
+        Args:
+          model_proto: the bytes of a .model file.
+          origin: where the bytes came from, for error messages.
+
+        Raises:
+          ValueError: the model does not use the fixed special ids.
+        """
+        self._proto = bytes(model_proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        found = {"pad": self._sp.pad_id(), "eos": self._sp.eos_id(), "bos": self._sp.bos_id(),
+                 "unk": self._sp.unk_id()}
+        wanted = {"pad": PAD_ID, "eos": EOS_ID, "bos": BOS_ID, "unk": UNK_ID}
+        if found != wanted:
+            raise ValueError(f"{origin}: SentencePiece model has special ids {found}, but "
+                             f"transformer_jax needs {wanted}. Train it with `train_tokenizer` "
+                             f"(or pass pad_id=0 eos_id=1 bos_id=2 unk_id=3 to spm_train).")
+
+    @property
+    def model_proto(self) -> bytes:
+        """The serialized model (what `save` writes)."""
+        return self._proto
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of pieces, special ones included (the embedding table's size)."""
+        return self._sp.get_piece_size()
+
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the model, to key caches of tokenized data."""
+        return hashlib.sha256(self._proto).hexdigest()[:16]
+
+    def encode(self, text: str) -> list[int]:
+        """Returns the ids of `text` (no bos, no eos)."""
+        return self._sp.encode(text)
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
+        """Returns the ids of each text (no bos, no eos), encoding in parallel threads.
+
+        Args:
+          texts: the texts.
+          num_threads: encoder threads; -1 = as many as CPUs.
+        """
+        return self._sp.encode(list(texts), num_threads=num_threads)
+
+    def decode(self, ids: Iterable[int] | np.ndarray) -> str:
+        """Returns the text of `ids`, stopping at the first eos and skipping pad and bos.
+
+        Args:
+          ids: token ids, e.g. one row of a batch or of a decoder's output.
+        """
+        kept = []
+        for i in np.asarray(ids, dtype=np.int64).reshape(-1).tolist():
+            if i == EOS_ID:
+                break
+            if i not in (PAD_ID, BOS_ID):
+                kept.append(i)
+        return self._sp.decode(kept)
+
+    def id_to_piece(self, i: int) -> str:
+        """Returns the piece of id `i`, e.g. "▁vingt"."""
+        return self._sp.id_to_piece(int(i))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the model file (atomically, so concurrent writers never leave half a file)."""
+        path = pathlib.Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_bytes(self._proto)
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Tokenizer:
+        """Reads a model file written by `save` (or any SentencePiece model with our ids)."""
+        path = pathlib.Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no SentencePiece model there. Check spm_model_path, "
+                                    f"or set it to None to train one into the workdir.")
+        return cls(path.read_bytes(), origin=str(path))
+
+
+def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: str = "unigram",
+                    character_coverage: float = 1.0) -> Tokenizer:
+    """Trains a SentencePiece model in memory.
+
+    Args:
+      sentences: training text (source and target sentences together, for a shared vocabulary).
+      vocab_size: wanted number of pieces; a small corpus may give fewer (no hard limit).
+      model_type: "unigram", "bpe", "char" or "word".
+      character_coverage: share of characters to cover; rarer characters map to unk.
+
+    Returns:
+      The trained tokenizer.
+    """
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=buffer, model_type=model_type,
+        vocab_size=vocab_size, character_coverage=character_coverage, hard_vocab_limit=False,
+        pad_id=PAD_ID, eos_id=EOS_ID, bos_id=BOS_ID, unk_id=UNK_ID,
+        pad_piece=_SPECIAL_PIECES[PAD_ID], eos_piece=_SPECIAL_PIECES[EOS_ID],
+        bos_piece=_SPECIAL_PIECES[BOS_ID], unk_piece=_SPECIAL_PIECES[UNK_ID],
+        # Exact round trips: no NFKC rewriting, no collapsing of repeated spaces.
+        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        # The caller samples the corpus; sentences up to 16 KiB are kept whole.
+        input_sentence_size=0, max_sentence_length=16384, minloglevel=2)
+    return Tokenizer(buffer.getvalue())
