@@ -105,10 +105,14 @@ class TrainIterator:
         self._fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
         self._start(0, 0)
 
+    def epoch_batches(self, epoch: int) -> EpochBatches:
+        """Returns the batches of `epoch` as a random-access sequence (no threads, no state)."""
+        return EpochBatches(self._data, self.lengths, self.rows, self._pack, self._seed, epoch,
+                            self._buckets, self.batches_per_bucket)
+
     def _start(self, epoch: int, batch: int) -> None:
         self._epoch, self._batch = epoch, batch
-        self._source = EpochBatches(self._data, self.lengths, self.rows, self._pack, self._seed,
-                                    epoch, self._buckets, self.batches_per_bucket)
+        self._source = self.epoch_batches(epoch)
         dataset = grain.MapDataset.source(self._source)[batch:]
         iter_dataset = dataset.to_iter_dataset(
             grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
