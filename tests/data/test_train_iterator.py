@@ -170,6 +170,16 @@ def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
         other.set_state(it.get_state())
     with pytest.raises(ValueError, match="lacks epoch/batch_in_epoch/fingerprint"):
         it.set_state({"next_index": 3})
+    state = it.get_state()
+    with pytest.raises(ValueError, match="batch_in_epoch=10000, but epoch 0 has only"):
+        it.set_state({**state, "batch_in_epoch": 10_000})
+    with pytest.raises(ValueError, match="epoch=-1, batch_in_epoch=0: not a position"):
+        it.set_state({**state, "epoch": -1})
+    retokenized = data.make_train_iterator(make_cfg(), data.train_tokenizer(
+        [s for p in data.get_pairs(make_cfg(), "test") for s in p], vocab_size=150), workdir,
+        process_index=0, process_count=1)
+    with pytest.raises(ValueError, match="fingerprint"):  # Same config, other tokenizer.
+        retokenized.set_state(state)
 
 
 def test_long_pairs_are_dropped_and_counted(make_cfg, tokenizer, workdir):
