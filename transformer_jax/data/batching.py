@@ -3,7 +3,7 @@
 Shapes: B rows, S source length, T target length (S == T for bucketed and packed batches).
 
   src      int32 [B, S]  source ids + eos, then pad (0)
-  tgt_in   int32 [B, T]  bos + target ids (the decoder input, shifted right)
+  tgt_in   int32 [B, T]  bos + target ids (the decoder input, "offset by one position", §3.1)
   tgt_out  int32 [B, T]  target ids + eos (what the decoder predicts)
   weights  float32 [B, T]  1 where tgt_out is a real token, 0 on padding
 

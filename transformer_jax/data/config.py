@@ -65,7 +65,7 @@ def default_data_config() -> ml_collections.ConfigDict:
     # --- Batches of fixed shapes.
     c.max_len = 64  # Max tokens per side including eos (and bos on the decoder input).
     c.tokens_per_batch = 4_096  # Global token budget per step and side (padded rows x length).
-    c.num_buckets = 4  # Bucket lengths spread evenly up to max_len (multiples of 8) ...
+    c.num_buckets = 8  # Bucket lengths spread evenly up to max_len (multiples of 8) ...
     c.bucket_boundaries = None  # ... unless given here: ascending lengths; max_len is appended.
     c.pack = False  # Pack several pairs per row (rows of max_len, with segment ids/positions).
     c.batch_multiple = 8  # Global rows per batch divisible by this (data-parallel devices).

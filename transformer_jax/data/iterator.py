@@ -100,16 +100,27 @@ class TrainIterator:
             if any(a < b for a, b in zip(agreed, local, strict=True)):
                 raise ValueError(f"batches_per_bucket={agreed} is below this host's need {local}.")
             self.batches_per_bucket = agreed
-        key = [len(data), int(data.src_offsets[-1]), int(data.tgt_offsets[-1]), lengths, rows,
-               pack, seed, self.batches_per_bucket, layout]
-        self._fingerprint = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(json.dumps([lengths, rows, pack, seed, self.batches_per_bucket,
+                                            layout]).encode())
+        # Lengths decide the plan; the first ids tell tokenizers apart.
+        for array in (data.src_offsets, data.tgt_offsets, data.src_ids[:1 << 20],
+                      data.tgt_ids[:1 << 20]):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        self._fingerprint = digest.hexdigest()[:16]
         self._start(0, 0)
 
+    def epoch_batches(self, epoch: int) -> EpochBatches:
+        """Returns the batches of `epoch` as a random-access sequence (no threads, no state)."""
+        return EpochBatches(self._data, self.lengths, self.rows, self._pack, self._seed, epoch,
+                            self._buckets, self.batches_per_bucket)
+
     def _start(self, epoch: int, batch: int) -> None:
-        self._epoch, self._batch = epoch, batch
-        self._source = EpochBatches(self._data, self.lengths, self.rows, self._pack, self._seed,
-                                    epoch, self._buckets, self.batches_per_bucket)
-        dataset = grain.MapDataset.source(self._source)[batch:]
+        source = self.epoch_batches(epoch)
+        if batch > len(source):
+            raise ValueError(f"Iterator state has batch_in_epoch={batch}, but epoch {epoch} has "
+                             f"only {len(source)} batches. Pass a state from get_state().")
+        self._epoch, self._batch, self._source = epoch, batch, source
+        dataset = grain.MapDataset.source(source)[batch:]
         iter_dataset = dataset.to_iter_dataset(
             grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
         if self._num_workers > 0:
@@ -163,4 +174,7 @@ class TrainIterator:
                 f"Iterator state fingerprint {fingerprint!r} != {self._fingerprint!r}: it was "
                 f"saved over other training data, tokenizer, batch config, seed or process "
                 f"layout. Restore with the config and workdir of the saved run.")
-        self._start(int(epoch), int(batch))
+        if not (isinstance(epoch, int) and isinstance(batch, int) and epoch >= 0 <= batch):
+            raise ValueError(f"Iterator state has epoch={epoch!r}, batch_in_epoch={batch!r}: "
+                             f"not a position. Pass a state from get_state().")
+        self._start(epoch, batch)

@@ -101,6 +101,13 @@ def tokenized_split(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, split:
                     ) -> tuple[tokenized.TokenizedPairs, int]:
     """Returns this host's shard of a split, tokenized (cached under workdir/cache if given).
 
+    Args:
+      cfg: the data config.
+      tokenizer: the tokenizer.
+      split: "train", "eval" or "test".
+      workdir: the run's directory, or None to tokenize without a cache.
+      process_index, process_count: which shard.
+
     Returns:
       (the shard's tokenized pairs, the number of pairs in the whole split).
     """

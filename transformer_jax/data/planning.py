@@ -3,8 +3,10 @@
 An epoch's plan depends only on (seed, epoch) and the pair lengths, so any batch of any epoch
 can be rebuilt exactly, which is what makes the iterator's state two integers.
 
-Bucketing: a pair goes to the first bucket whose length holds both its sides (eos / bos
-included); each bucket's row count fills the token budget. Every host has the same number of
+Bucketing (§5.1: "Sentence pairs were batched together by approximate sequence length. Each
+training batch contained a set of sentence pairs containing approximately 25000 source tokens and
+25000 target tokens."): a pair goes to the first bucket whose length holds both its sides (eos /
+bos included); each bucket's row count fills the token budget. Every host has the same number of
 batches per bucket (`batches_per_bucket`, agreed across hosts) and the order of buckets in an
 epoch is drawn from a host-independent seed, so all hosts yield the same shapes at every step.
 """

@@ -1,5 +1,8 @@
 """SentencePiece tokenizer with one vocabulary shared by source and target, and fixed special ids.
 
+The paper (§5.1) used byte-pair encoding with "a shared source-target vocabulary of about 37000
+tokens" for English-German; `model_type="bpe"` is that, "unigram" is SentencePiece's default.
+
 Ids: pad=0, eos=1, bos=2, unk=3, always (the model and the batches rely on them). Training uses the
 identity normalization and keeps whitespace as written, so `decode(encode(text)) == text` for any
 text whose characters are in the vocabulary; other characters become unk (id 3).
