@@ -56,14 +56,17 @@ def greedy_pick(log_probs: Float[Array, "B V"], key: jax.Array) -> Int[Array, " 
     return jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
 
 
-def sampling_pick(temperature: Float[Array, ""] | float, top_k: int = 0) -> PickFn:
-    """Draws from softmax(log_probs / temperature), restricted to the `top_k` best when > 0."""
+def sampling_pick(temperature: Float[Array, ""] | float, top_k: Int[Array, ""] | int = 0) -> PickFn:
+    """Draws from softmax(log_probs / temperature), restricted to the `top_k` best when > 0.
+
+    Both arguments may be traced values, so changing them does not recompile.
+    """
 
     def pick(log_probs: Float[Array, "B V"], key: jax.Array) -> Int[Array, " B"]:
         logits = log_probs / temperature
-        if top_k > 0:
-            kth_best = jax.lax.top_k(logits, top_k)[0][:, -1:]
-            logits = jnp.where(logits < kth_best, NEG_INF, logits)
+        descending = -jnp.sort(-logits, axis=-1)
+        kth_best = jnp.take(descending, jnp.maximum(top_k, 1) - 1, axis=-1)[:, None]
+        logits = jnp.where((top_k > 0) & (logits < kth_best), NEG_INF, logits)
         return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
 
     return pick
@@ -148,7 +151,7 @@ def beam_search_loop(
     batch_size: int,
     beam_size: int,
     max_len: int,
-    alpha: float,
+    alpha: float | Float[Array, ""],
     bos_id: int,
     eos_id: int | None,
     pad_id: int,
