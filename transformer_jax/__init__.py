@@ -9,18 +9,24 @@ from transformer_jax.attention import (
     segment_mask,
 )
 from transformer_jax.config import TransformerConfig
+from transformer_jax.decoding import beam_search, greedy_decode, sample
 from transformer_jax.model import Transformer, count_params
 from transformer_jax.positional import sinusoidal_encoding
+from transformer_jax.search import length_penalty
 
 __all__ = [
     "Transformer",
     "TransformerConfig",
+    "beam_search",
     "causal_mask",
     "combine_masks",
     "count_params",
     "dot_product_attention",
     "dot_product_attention_weights",
+    "greedy_decode",
+    "length_penalty",
     "padding_mask",
+    "sample",
     "segment_mask",
     "sinusoidal_encoding",
 ]
