@@ -50,11 +50,14 @@ def _throughput(next_batch, num_batches: int, pack: bool) -> dict:
         else:
             pairs += int(weights.any(axis=1).sum())
     seconds = time.perf_counter() - start
-    return {"batches": num_batches, "seconds": round(seconds, 3),
-            "examples_per_s": round(pairs / seconds),
-            "target_tokens_per_s": round(tokens / seconds),
-            "target_fill": round(tokens / padded, 3),
-            "source_fill": round(src_tokens / src_padded, 3)}
+    return {
+        "batches": num_batches,
+        "seconds": round(seconds, 3),
+        "examples_per_s": round(pairs / seconds),
+        "target_tokens_per_s": round(tokens / seconds),
+        "target_fill": round(tokens / padded, 3),
+        "source_fill": round(src_tokens / src_padded, 3),
+    }
 
 
 def used_shapes(iterator: data.TrainIterator) -> list[tuple[int, int]]:
@@ -69,57 +72,91 @@ def main() -> None:
     parser.add_argument("--train_size", type=int, default=200_000)
     parser.add_argument("--num_batches", type=int, default=300)
     parser.add_argument("--cpus", type=int, default=1, help="Pin to this many cores; 0 = all.")
-    parser.add_argument("--out", default=str(pathlib.Path(__file__).parent / "results" /
-                                            "input_pipeline.json"))
+    parser.add_argument(
+        "--out", default=str(pathlib.Path(__file__).parent / "results" / "input_pipeline.json")
+    )
     args = parser.parse_args()
     if args.cpus:
-        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.cpus])
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cpus])
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="input_pipeline_"))
 
     cfg = data.default_data_config()
     cfg.embedded_train_size = args.train_size
     setup = {}
-    _, setup["generate_corpus_s"] = _timed(lambda: data.embedded_pairs(
-        "train", cfg.embedded_train_size, cfg.embedded_seed, cfg.embedded_target_lang,
-        cache_dir=workdir / "cache"))
-    tokenizer, setup["train_tokenizer_s"] = _timed(lambda: data.load_tokenizer_or_train(cfg,
-                                                                                        workdir))
-    _, setup["tokenize_train_s"] = _timed(lambda: data.tokenized_split(cfg, tokenizer, "train",
-                                                                       workdir, 0, 1))
-    _, setup["load_cached_tokens_s"] = _timed(lambda: data.tokenized_split(
-        cfg, tokenizer, "train", workdir, 0, 1))
+    _, setup["generate_corpus_s"] = _timed(
+        lambda: data.embedded_pairs(
+            "train",
+            cfg.embedded_train_size,
+            cfg.embedded_seed,
+            cfg.embedded_target_lang,
+            cache_dir=workdir / "cache",
+        )
+    )
+    tokenizer, setup["train_tokenizer_s"] = _timed(
+        lambda: data.load_tokenizer_or_train(cfg, workdir)
+    )
+    _, setup["tokenize_train_s"] = _timed(
+        lambda: data.tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
+    )
+    _, setup["load_cached_tokens_s"] = _timed(
+        lambda: data.tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
+    )
     setup = {k: round(v, 3) for k, v in setup.items()}
 
     results = []
     for tokens_per_batch in (4_096, 25_000):
         for pack in (False, True):
             cfg.tokens_per_batch, cfg.pack = tokens_per_batch, pack
-            iterator, build_s = _timed(lambda: data.make_train_iterator(
-                cfg, tokenizer, workdir, process_index=0, process_count=1))
-            row = {"mode": "packed" if pack else "bucketed", "via": "grain",
-                   "tokens_per_batch": tokens_per_batch, "iterator_setup_s": round(build_s, 3),
-                   "shapes": used_shapes(iterator)}
-            results.append({**row, **_throughput(lambda it=iterator: next(it),
-                                                  args.num_batches, pack)})
+            iterator, build_s = _timed(
+                lambda: data.make_train_iterator(
+                    cfg, tokenizer, workdir, process_index=0, process_count=1
+                )
+            )
+            row = {
+                "mode": "packed" if pack else "bucketed",
+                "via": "grain",
+                "tokens_per_batch": tokens_per_batch,
+                "iterator_setup_s": round(build_s, 3),
+                "shapes": used_shapes(iterator),
+            }
+            results.append(
+                {**row, **_throughput(lambda it=iterator: next(it), args.num_batches, pack)}
+            )
             source = iterator.epoch_batches(0)
             counter = iter(range(10**9))
-            results.append({**row, "via": "direct", **_throughput(
-                lambda s=source, c=counter: s[next(c) % len(s)], args.num_batches, pack)})
+            results.append(
+                {
+                    **row,
+                    "via": "direct",
+                    **_throughput(
+                        lambda s=source, c=counter: s[next(c) % len(s)], args.num_batches, pack
+                    ),
+                }
+            )
 
-    report = {"machine": f"{platform.processor() or platform.machine()}, "
-                         f"{len(os.sched_getaffinity(0))} core(s) used of {os.cpu_count()}",
-              "python": platform.python_version(), "train_pairs": args.train_size,
-              "max_len": cfg.max_len, "vocab_size": tokenizer.vocab_size, "setup": setup,
-              "throughput": results}
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, "
+        f"{len(os.sched_getaffinity(0))} core(s) used of {os.cpu_count()}",
+        "python": platform.python_version(),
+        "train_pairs": args.train_size,
+        "max_len": cfg.max_len,
+        "vocab_size": tokenizer.vocab_size,
+        "setup": setup,
+        "throughput": results,
+    }
     print(f"machine: {report['machine']}; {args.train_size} pairs; vocab {tokenizer.vocab_size}")
     print("set-up: " + ", ".join(f"{k} {v:.2f}" for k, v in setup.items()))
-    header = (f"{'mode':9} {'via':6} {'budget':>6} {'examples/s':>11} {'tgt tokens/s':>13} "
-              f"{'fill src/tgt':>12}  shapes (rows, length)")
+    header = (
+        f"{'mode':9} {'via':6} {'budget':>6} {'examples/s':>11} {'tgt tokens/s':>13} "
+        f"{'fill src/tgt':>12}  shapes (rows, length)"
+    )
     print(header + "\n" + "-" * len(header))
     for r in results:
-        print(f"{r['mode']:9} {r['via']:6} {r['tokens_per_batch']:>6} {r['examples_per_s']:>11,} "
-              f"{r['target_tokens_per_s']:>13,} {r['source_fill']:>6.2f}/{r['target_fill']:.2f}"
-              f"  {r['shapes']}")
+        print(
+            f"{r['mode']:9} {r['via']:6} {r['tokens_per_batch']:>6} {r['examples_per_s']:>11,} "
+            f"{r['target_tokens_per_s']:>13,} {r['source_fill']:>6.2f}/{r['target_fill']:.2f}"
+            f"  {r['shapes']}"
+        )
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")

@@ -14,6 +14,7 @@ from jaxtyping import Array, Bool, Float, Int
 from transformer_jax.attention import dropout
 from transformer_jax.config import TransformerConfig
 from transformer_jax.layers import FeedForward, LayerNorm, MultiHeadAttention
+from transformer_jax.sharding import constrain_batch
 
 
 def fold(rng: jax.Array | None, i: int) -> jax.Array | None:
@@ -193,6 +194,7 @@ class Encoder(nnx.Module):
         weights = []
         for i, layer in enumerate(self.layers):
             x, w = layer(x, mask, rng=fold(rng, i), deterministic=deterministic)
+            x = constrain_batch(x)
             weights.append(w)
         if self.final_norm is not None:
             x = self.final_norm(x)
@@ -218,6 +220,7 @@ class Decoder(nnx.Module):
             y, sw, cw = layer(
                 y, memory, self_mask, cross_mask, rng=fold(rng, i), deterministic=deterministic
             )
+            y = constrain_batch(y)
             self_ws.append(sw)
             cross_ws.append(cw)
         return self._finish(y), self_ws, cross_ws

@@ -22,6 +22,7 @@ from transformer_jax.blocks import Decoder, Encoder, fold
 from transformer_jax.config import TransformerConfig
 from transformer_jax.layers import Embedding, xavier_uniform
 from transformer_jax.positional import sinusoidal_encoding
+from transformer_jax.sharding import constrain_batch
 
 Tokens = Int[Array, "B L"]
 
@@ -70,7 +71,7 @@ class Transformer(nnx.Module):
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
         x = embed(tokens) + self._positions_encoding(positions).astype(embed.dtype)
-        return dropout(x, self.cfg.dropout_rate, rng, deterministic)
+        return constrain_batch(dropout(x, self.cfg.dropout_rate, rng, deterministic))
 
     def _logits(self, y: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
         if self.cfg.tie_output:

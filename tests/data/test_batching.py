@@ -9,9 +9,11 @@ from transformer_jax.data import planning
 
 def make_pairs(pairs):
     """TokenizedPairs from lists of ids."""
+
     def flat(seqs):
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
         return np.array([t for s in seqs for t in s], np.int32), offsets
+
     return data.TokenizedPairs(*flat([s for s, _ in pairs]), *flat([t for _, t in pairs]))
 
 
@@ -22,24 +24,39 @@ def test_padded_batch_layout():
     batch = data.padded_batch(PAIRS, np.array([1, -1, 0]), length=7, tgt_length=6)
     assert set(batch) == set(data.BATCH_KEYS)
     assert {k: (v.shape, v.dtype) for k, v in batch.items()} == {
-        "src": ((3, 7), np.int32), "tgt_in": ((3, 6), np.int32), "tgt_out": ((3, 6), np.int32),
-        "weights": ((3, 6), np.float32)}
-    np.testing.assert_array_equal(batch["src"], [[13, 1, 0, 0, 0, 0, 0], [0] * 7,
-                                                 [10, 11, 12, 1, 0, 0, 0]])
-    np.testing.assert_array_equal(batch["tgt_in"], [[2, 22, 23, 24, 25, 0], [0] * 6,
-                                                    [2, 20, 21, 0, 0, 0]])
-    np.testing.assert_array_equal(batch["tgt_out"], [[22, 23, 24, 25, 1, 0], [0] * 6,
-                                                     [20, 21, 1, 0, 0, 0]])
-    np.testing.assert_array_equal(batch["weights"], [[1, 1, 1, 1, 1, 0], [0] * 6,
-                                                     [1, 1, 1, 0, 0, 0]])
+        "src": ((3, 7), np.int32),
+        "tgt_in": ((3, 6), np.int32),
+        "tgt_out": ((3, 6), np.int32),
+        "weights": ((3, 6), np.float32),
+    }
+    np.testing.assert_array_equal(
+        batch["src"], [[13, 1, 0, 0, 0, 0, 0], [0] * 7, [10, 11, 12, 1, 0, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        batch["tgt_in"], [[2, 22, 23, 24, 25, 0], [0] * 6, [2, 20, 21, 0, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        batch["tgt_out"], [[22, 23, 24, 25, 1, 0], [0] * 6, [20, 21, 1, 0, 0, 0]]
+    )
+    np.testing.assert_array_equal(
+        batch["weights"], [[1, 1, 1, 1, 1, 0], [0] * 6, [1, 1, 1, 0, 0, 0]]
+    )
 
 
 def test_packed_batch_layout():
     # Pairs 0 and 2 share row 0, pair 1 sits alone in row 1; row 2 is padding.
-    batch = data.build_batch(PAIRS, examples=np.array([0, 2, 1]), rows=np.array([0, 0, 1]),
-                             src_starts=np.array([0, 4, 0]), tgt_starts=np.array([0, 3, 0]),
-                             segments=np.array([1, 2, 1]), num_rows=3, src_len=8, tgt_len=7,
-                             packed=True)
+    batch = data.build_batch(
+        PAIRS,
+        examples=np.array([0, 2, 1]),
+        rows=np.array([0, 0, 1]),
+        src_starts=np.array([0, 4, 0]),
+        tgt_starts=np.array([0, 3, 0]),
+        segments=np.array([1, 2, 1]),
+        num_rows=3,
+        src_len=8,
+        tgt_len=7,
+        packed=True,
+    )
     assert set(batch) == set(data.PACKED_KEYS)
     np.testing.assert_array_equal(batch["src"][0], [10, 11, 12, 1, 14, 15, 1, 0])
     np.testing.assert_array_equal(batch["src_segment_ids"][0], [1, 1, 1, 1, 2, 2, 2, 0])

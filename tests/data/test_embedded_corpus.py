@@ -14,9 +14,12 @@ KNOWN = [
     (71, "seventy-one", "soixante et onze", "einundsiebzig"),
     (200, "two hundred", "deux cents", "zweihundert"),
     (2_000_000, "two million", "deux millions", "zwei Millionen"),
-    (384_221, "three hundred and eighty-four thousand, two hundred and twenty-one",
-     "trois cent quatre-vingt-quatre mille deux cent vingt et un",
-     "dreihundertvierundachtzigtausendzweihunderteinundzwanzig"),
+    (
+        384_221,
+        "three hundred and eighty-four thousand, two hundred and twenty-one",
+        "trois cent quatre-vingt-quatre mille deux cent vingt et un",
+        "dreihundertvierundachtzigtausendzweihunderteinundzwanzig",
+    ),
     (10**9, "one billion", "un milliard", "eine Milliarde"),
 ]
 
@@ -35,8 +38,10 @@ def test_fast_converter_writes_what_num2words_writes():
 
 
 def test_splits_are_disjoint_by_integer_and_in_range():
-    splits = {s: data.sample_integers(s, n, seed=0)
-              for s, n in (("train", 5000), ("eval", 500), ("test", 500))}
+    splits = {
+        s: data.sample_integers(s, n, seed=0)
+        for s, n in (("train", 5000), ("eval", 500), ("test", 500))
+    }
     for name, values in splits.items():
         assert len(np.unique(values)) == len(values), name
         assert values.min() >= 1 and values.max() <= 10**9

@@ -9,8 +9,12 @@ from transformer_jax import data
 
 
 def real_rows(batches):
-    return [(tuple(b["src"][r]), tuple(b["tgt_out"][r]))
-            for b in batches for r in range(len(b["src"])) if b["weights"][r].any()]
+    return [
+        (tuple(b["src"][r]), tuple(b["tgt_out"][r]))
+        for b in batches
+        for r in range(len(b["src"]))
+        if b["weights"][r].any()
+    ]
 
 
 def test_eval_batches_cover_the_split_once(make_cfg, tokenizer):
@@ -25,14 +29,16 @@ def test_eval_batches_cover_the_split_once(make_cfg, tokenizer):
     assert len(real_rows(batches)) == batches.num_pairs
     decoded = [tokenizer.decode(src) for src, _ in real_rows(batches)]
     pairs = data.get_pairs(cfg, "eval")
-    assert decoded == [s for s, _ in pairs][:len(decoded)]  # In split order.
+    assert decoded == [s for s, _ in pairs][: len(decoded)]  # In split order.
 
 
 def test_every_host_gets_the_same_number_of_batches(make_cfg, tokenizer):
     cfg = make_cfg(eval_batch_size=16, embedded_eval_size=101)
     whole = data.make_eval_batches(cfg, tokenizer, "eval", process_index=0, process_count=1)
-    hosts = [data.make_eval_batches(cfg, tokenizer, "eval", process_index=i, process_count=4)
-             for i in range(4)]
+    hosts = [
+        data.make_eval_batches(cfg, tokenizer, "eval", process_index=i, process_count=4)
+        for i in range(4)
+    ]
     assert {len(h) for h in hosts} == {7}  # ceil(ceil(101 / 4) / (16 / 4)) batches of 4 rows.
     assert {b["src"].shape for h in hosts for b in h} == {(4, 32)}
     union = sum((collections.Counter(real_rows(h)) for h in hosts), collections.Counter())

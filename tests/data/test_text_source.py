@@ -16,8 +16,10 @@ def test_aligned_files(tmp_path):
     src = write(tmp_path / "a.en", "\ufeffone\r\ntwo  spaces\nthree\u2028still three\n")
     tgt = write(tmp_path / "a.fr", "un\r\ndeux  espaces\ntrois\u2028toujours trois")
     assert data.read_aligned(src, tgt) == [
-        ("one", "un"), ("two  spaces", "deux  espaces"),
-        ("three\u2028still three", "trois\u2028toujours trois")]
+        ("one", "un"),
+        ("two  spaces", "deux  espaces"),
+        ("three\u2028still three", "trois\u2028toujours trois"),
+    ]
 
 
 def test_tsv(tmp_path):
@@ -46,8 +48,9 @@ def test_empty_file(tmp_path):
 def test_invalid_utf8_names_line_and_column(tmp_path):
     src = write(tmp_path / "latin1.txt", "ok\nalso ok\ncaf\xe9\n".encode("latin-1"))
     tgt = write(tmp_path / "tgt.txt", "1\n2\n3\n")
-    with pytest.raises(ValueError, match=re.escape(f"{src}:3: invalid UTF-8 (byte 0xe9 at "
-                                                   f"column 4)")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"{src}:3: invalid UTF-8 (byte 0xe9 at column 4)")
+    ):
         data.read_aligned(src, tgt)
 
 

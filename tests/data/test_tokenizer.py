@@ -7,8 +7,14 @@ import pytest
 
 from transformer_jax import data
 
-ACCENTED = ["Élève à Noël, ça coûte 5 €.", "  deux  espaces  et une fin ", "Grüße aus Köln – naïve",
-            "¿Qué tal? Très bien.", "Straße, Öl, Ärger", "œuvre, cœur, déjà vu"] * 20
+ACCENTED = [
+    "Élève à Noël, ça coûte 5 €.",
+    "  deux  espaces  et une fin ",
+    "Grüße aus Köln – naïve",
+    "¿Qué tal? Très bien.",
+    "Straße, Öl, Ärger",
+    "œuvre, cœur, déjà vu",
+] * 20
 
 
 def test_special_ids(tokenizer):
@@ -68,8 +74,11 @@ def test_load_or_train(make_cfg, tmp_path, tokenizer):
     assert trained.model_proto == tokenizer.model_proto  # Same corpus, same model.
     assert data.load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
     cfg.vocab_size = 150
-    with pytest.raises(ValueError, match=r"tokenizer.model was trained with \{'vocab_size': 200\}"
-                                         r", but the config now says \{'vocab_size': 150\}"):
+    with pytest.raises(
+        ValueError,
+        match=r"tokenizer.model was trained with \{'vocab_size': 200\}"
+        r", but the config now says \{'vocab_size': 150\}",
+    ):
         data.load_tokenizer_or_train(cfg, tmp_path)
     cfg.spm_model_path = str(tmp_path / "tokenizer.model")  # An explicit model wins.
     assert data.load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
@@ -81,8 +90,13 @@ def test_foreign_special_ids_are_rejected(tmp_path):
     import sentencepiece as spm
 
     buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(ACCENTED), model_writer=buffer,
-                                   vocab_size=60, hard_vocab_limit=False, minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(ACCENTED),
+        model_writer=buffer,
+        vocab_size=60,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     (tmp_path / "default_ids.model").write_bytes(buffer.getvalue())
     with pytest.raises(ValueError, match="default_ids.model: SentencePiece model has special ids"):
         data.Tokenizer.load(tmp_path / "default_ids.model")

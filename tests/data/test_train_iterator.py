@@ -20,8 +20,9 @@ def unpacked_pairs(batches):
     for batch in batches:
         for src, tgt_out in zip(batch["src"], batch["tgt_out"], strict=True):
             if src.any():
-                pairs.append((tuple(src[:np.argmax(src == 1)]),
-                              tuple(tgt_out[:np.argmax(tgt_out == 1)])))
+                pairs.append(
+                    (tuple(src[: np.argmax(src == 1)]), tuple(tgt_out[: np.argmax(tgt_out == 1)]))
+                )
     return pairs
 
 
@@ -52,16 +53,14 @@ def packed_pairs(batches):
 
 
 def dataset_pairs(cfg, tokenizer, workdir, process_index=0, process_count=1):
-    tokens, _ = data.tokenized_split(cfg, tokenizer, "train", workdir, process_index,
-                                     process_count)
+    tokens, _ = data.tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
     tokens, _ = data.filter_by_length(tokens, cfg.max_len)
     return [tuple(tuple(side.tolist()) for side in tokens.pair(i)) for i in range(len(tokens))]
 
 
 def test_bucketed_shapes_budgets_and_one_epoch(make_cfg, tokenizer, workdir):
     cfg = make_cfg()  # max_len 32, 4 buckets, 1024 tokens, rows divisible by 8.
-    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0,
-                                        process_count=1)
+    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     assert iterator.lengths == (8, 16, 24, 32)
     assert iterator.rows == (128, 64, 40, 32)
     batches = epoch_of(iterator)
@@ -74,8 +73,10 @@ def test_bucketed_shapes_budgets_and_one_epoch(make_cfg, tokenizer, workdir):
         assert batch["tgt_in"].shape == batch["tgt_out"].shape == batch["weights"].shape
         assert batch["src"].dtype == np.int32 and batch["weights"].dtype == np.float32
         np.testing.assert_array_equal(batch["weights"], batch["tgt_out"] > 0)
-        np.testing.assert_array_equal(batch["tgt_in"][:, 1:] * batch["weights"][:, 1:],
-                                      batch["tgt_out"][:, :-1] * batch["weights"][:, 1:])
+        np.testing.assert_array_equal(
+            batch["tgt_in"][:, 1:] * batch["weights"][:, 1:],
+            batch["tgt_out"][:, :-1] * batch["weights"][:, 1:],
+        )
     got = unpacked_pairs(batches)
     assert collections.Counter(got) == collections.Counter(dataset_pairs(cfg, tokenizer, workdir))
     # Each pair sits in the first bucket that holds it.
@@ -87,16 +88,17 @@ def test_bucketed_shapes_budgets_and_one_epoch(make_cfg, tokenizer, workdir):
     again = epoch_of(iterator)
     assert iterator.epoch == 1
     assert collections.Counter(unpacked_pairs(again)) == collections.Counter(got)
+
     # Reshuffled, not merely reordered: batches are made of other pairs.
     def compositions(batches):
         return {frozenset(unpacked_pairs([b])) for b in batches}
+
     assert len(compositions(again) & compositions(batches)) < len(batches) // 2
 
 
 def test_packed_epoch_loses_and_duplicates_no_token(make_cfg, tokenizer, workdir):
     cfg = make_cfg(pack=True)
-    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0,
-                                        process_count=1)
+    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     batches = epoch_of(iterator)
     assert {b["src"].shape for b in batches} == {(32, 32)}
     assert all(set(b) == set(data.PACKED_KEYS) for b in batches)
@@ -116,22 +118,29 @@ def test_same_seed_same_batches(make_cfg, tokenizer, workdir):
         a, b, c = first(1, pack), first(1, pack), first(2, pack)
         for x, y in zip(a, b, strict=True):
             assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
-        assert any(x["src"].shape != z["src"].shape or not np.array_equal(x["src"], z["src"])
-                   for x, z in zip(a, c, strict=True))
+        assert any(
+            x["src"].shape != z["src"].shape or not np.array_equal(x["src"], z["src"])
+            for x, z in zip(a, c, strict=True)
+        )
 
 
 @pytest.mark.parametrize("pack", [False, True])
 def test_host_shards_are_disjoint_and_complete(make_cfg, tokenizer, workdir, pack):
     cfg = make_cfg(pack=pack)
     everything = collections.Counter(dataset_pairs(cfg, tokenizer, workdir))
-    iterators = [data.make_train_iterator(cfg, tokenizer, workdir, process_index=i,
-                                          process_count=2) for i in range(2)]
+    iterators = [
+        data.make_train_iterator(cfg, tokenizer, workdir, process_index=i, process_count=2)
+        for i in range(2)
+    ]
     if not pack:
         # Agree on batches per bucket, as the all-gather does across real JAX processes.
         agreed = tuple(np.max([it.batches_per_bucket for it in iterators], axis=0).tolist())
-        iterators = [data.make_train_iterator(cfg, tokenizer, workdir, process_index=i,
-                                              process_count=2, batches_per_bucket=agreed)
-                     for i in range(2)]
+        iterators = [
+            data.make_train_iterator(
+                cfg, tokenizer, workdir, process_index=i, process_count=2, batches_per_bucket=agreed
+            )
+            for i in range(2)
+        ]
         assert iterators[0].rows == (64, 32, 20, 16)  # Half of the global rows each.
     epochs = [epoch_of(it) for it in iterators]
     read = packed_pairs if pack else unpacked_pairs
@@ -152,8 +161,7 @@ def test_restored_state_reproduces_the_next_batches(make_cfg, tokenizer, workdir
     state = json.loads(json.dumps(it.get_state()))  # As Orbax JsonSave would store it.
     expected = [next(it) for _ in range(5)]  # Crosses into epoch 1.
     assert it.epoch == 1
-    restored = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0,
-                                        process_count=1)
+    restored = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     restored.set_state(state)
     for want in expected:
         got = next(restored)
@@ -162,10 +170,10 @@ def test_restored_state_reproduces_the_next_batches(make_cfg, tokenizer, workdir
 
 
 def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
-    it = data.make_train_iterator(make_cfg(), tokenizer, workdir, process_index=0,
-                                  process_count=1)
-    other = data.make_train_iterator(make_cfg(shuffle_seed=5), tokenizer, workdir,
-                                     process_index=0, process_count=1)
+    it = data.make_train_iterator(make_cfg(), tokenizer, workdir, process_index=0, process_count=1)
+    other = data.make_train_iterator(
+        make_cfg(shuffle_seed=5), tokenizer, workdir, process_index=0, process_count=1
+    )
     with pytest.raises(ValueError, match="fingerprint .* saved over other training data"):
         other.set_state(it.get_state())
     with pytest.raises(ValueError, match="lacks epoch/batch_in_epoch/fingerprint"):
@@ -175,9 +183,15 @@ def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
         it.set_state({**state, "batch_in_epoch": 10_000})
     with pytest.raises(ValueError, match="epoch=-1, batch_in_epoch=0: not a position"):
         it.set_state({**state, "epoch": -1})
-    retokenized = data.make_train_iterator(make_cfg(), data.train_tokenizer(
-        [s for p in data.get_pairs(make_cfg(), "test") for s in p], vocab_size=150), workdir,
-        process_index=0, process_count=1)
+    retokenized = data.make_train_iterator(
+        make_cfg(),
+        data.train_tokenizer(
+            [s for p in data.get_pairs(make_cfg(), "test") for s in p], vocab_size=150
+        ),
+        workdir,
+        process_index=0,
+        process_count=1,
+    )
     with pytest.raises(ValueError, match="fingerprint"):  # Same config, other tokenizer.
         retokenized.set_state(state)
 
@@ -194,10 +208,12 @@ def test_long_pairs_are_dropped_and_counted(make_cfg, tokenizer, workdir):
 
 @pytest.mark.slow
 def test_worker_processes_give_the_same_batches_and_state(make_cfg, tokenizer, workdir):
-    threads = data.make_train_iterator(make_cfg(pack=True), tokenizer, workdir, process_index=0,
-                                       process_count=1)
-    workers = data.make_train_iterator(make_cfg(pack=True, num_workers=1), tokenizer, workdir,
-                                       process_index=0, process_count=1)
+    threads = data.make_train_iterator(
+        make_cfg(pack=True), tokenizer, workdir, process_index=0, process_count=1
+    )
+    workers = data.make_train_iterator(
+        make_cfg(pack=True, num_workers=1), tokenizer, workdir, process_index=0, process_count=1
+    )
     for _ in range(3):
         a, b = next(threads), next(workers)
         assert all(np.array_equal(a[k], b[k]) for k in a)

@@ -1,9 +1,9 @@
 """Input pipeline: translation sources, SentencePiece, fixed-shape batches (no model imports).
 
-    cfg = default_data_config()
-    tokenizer = load_tokenizer_or_train(cfg, workdir)
-    train_iter = make_train_iterator(cfg, tokenizer, workdir)
-    batch = next(train_iter)  # {"src", "tgt_in", "tgt_out", "weights"} (+ segments if packed)
+cfg = default_data_config()
+tokenizer = load_tokenizer_or_train(cfg, workdir)
+train_iter = make_train_iterator(cfg, tokenizer, workdir)
+batch = next(train_iter)  # {"src", "tgt_in", "tgt_out", "weights"} (+ segments if packed)
 """
 
 from transformer_jax.data.batching import BATCH_KEYS, PACKED_KEYS, build_batch, padded_batch

@@ -19,8 +19,7 @@ from transformer_jax.data.tokenized import TokenizedPairs
 from transformer_jax.data.tokenizer import BOS_ID, EOS_ID
 
 BATCH_KEYS = ("src", "tgt_in", "tgt_out", "weights")
-PACKED_KEYS = BATCH_KEYS + ("src_segment_ids", "src_positions", "tgt_segment_ids",
-                            "tgt_positions")
+PACKED_KEYS = BATCH_KEYS + ("src_segment_ids", "src_positions", "tgt_segment_ids", "tgt_positions")
 
 
 def _spans(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -37,9 +36,18 @@ def _take(ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
     return ids[np.minimum(positions, len(ids) - 1)]
 
 
-def build_batch(data: TokenizedPairs, examples: np.ndarray, rows: np.ndarray,
-                src_starts: np.ndarray, tgt_starts: np.ndarray, segments: np.ndarray,
-                num_rows: int, src_len: int, tgt_len: int, packed: bool) -> dict[str, np.ndarray]:
+def build_batch(
+    data: TokenizedPairs,
+    examples: np.ndarray,
+    rows: np.ndarray,
+    src_starts: np.ndarray,
+    tgt_starts: np.ndarray,
+    segments: np.ndarray,
+    num_rows: int,
+    src_len: int,
+    tgt_len: int,
+    packed: bool,
+) -> dict[str, np.ndarray]:
     """Writes pairs into fixed-shape arrays at given rows and columns.
 
     Args:
@@ -58,8 +66,10 @@ def build_batch(data: TokenizedPairs, examples: np.ndarray, rows: np.ndarray,
       The batch dict (keys BATCH_KEYS, plus PACKED_KEYS if packed); unused rows are padding.
     """
     examples = np.asarray(examples, dtype=np.int64)
-    batch = {key: np.zeros((num_rows, src_len if key.startswith("src") else tgt_len), np.int32)
-             for key in (PACKED_KEYS if packed else BATCH_KEYS)}
+    batch = {
+        key: np.zeros((num_rows, src_len if key.startswith("src") else tgt_len), np.int32)
+        for key in (PACKED_KEYS if packed else BATCH_KEYS)
+    }
 
     src_lengths = data.src_offsets[examples + 1] - data.src_offsets[examples] + 1  # + eos
     span, within = _spans(src_lengths)
@@ -75,8 +85,9 @@ def build_batch(data: TokenizedPairs, examples: np.ndarray, rows: np.ndarray,
     r, c = rows[span], tgt_starts[span] + within
     first = data.tgt_offsets[examples][span]
     batch["tgt_in"][r, c] = np.where(within == 0, BOS_ID, _take(data.tgt_ids, first + within - 1))
-    batch["tgt_out"][r, c] = np.where(within == tgt_lengths[span] - 1, EOS_ID,
-                                      _take(data.tgt_ids, first + within))
+    batch["tgt_out"][r, c] = np.where(
+        within == tgt_lengths[span] - 1, EOS_ID, _take(data.tgt_ids, first + within)
+    )
     if packed:
         batch["tgt_segment_ids"][r, c] = segments[span]
         batch["tgt_positions"][r, c] = within
@@ -84,8 +95,9 @@ def build_batch(data: TokenizedPairs, examples: np.ndarray, rows: np.ndarray,
     return batch
 
 
-def padded_batch(data: TokenizedPairs, examples: np.ndarray, length: int,
-                 tgt_length: int | None = None) -> dict[str, np.ndarray]:
+def padded_batch(
+    data: TokenizedPairs, examples: np.ndarray, length: int, tgt_length: int | None = None
+) -> dict[str, np.ndarray]:
     """One pair per row, padded to a fixed length.
 
     Args:
@@ -100,5 +112,15 @@ def padded_batch(data: TokenizedPairs, examples: np.ndarray, length: int,
     examples = np.asarray(examples, dtype=np.int64)
     rows = np.flatnonzero(examples >= 0)
     zeros = np.zeros(len(rows), np.int64)
-    return build_batch(data, examples[rows], rows, zeros, zeros, zeros + 1, len(examples),
-                       length, tgt_length or length, packed=False)
+    return build_batch(
+        data,
+        examples[rows],
+        rows,
+        zeros,
+        zeros,
+        zeros + 1,
+        len(examples),
+        length,
+        tgt_length or length,
+        packed=False,
+    )

@@ -106,21 +106,28 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
             if not isinstance(cfg[field], str) or not cfg[field]:
                 raise _fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
         if cfg.source_lang == cfg.target_lang:
-            raise _fail("target_lang", f"equals source_lang ({cfg.source_lang!r})",
-                        "Choose two different language codes.")
+            raise _fail(
+                "target_lang",
+                f"equals source_lang ({cfg.source_lang!r})",
+                "Choose two different language codes.",
+            )
     if cfg.source == "text":
         check_text_split_fields(cfg, "train")
     if cfg.source == "embedded":
         if cfg.embedded_target_lang not in EMBEDDED_LANGS:
-            raise _fail("embedded_target_lang", f"got {cfg.embedded_target_lang!r}",
-                        f"Use one of {EMBEDDED_LANGS}.")
+            raise _fail(
+                "embedded_target_lang",
+                f"got {cfg.embedded_target_lang!r}",
+                f"Use one of {EMBEDDED_LANGS}.",
+            )
         for field in ("embedded_train_size", "embedded_eval_size", "embedded_test_size"):
             _check_int(cfg, field, 1)
         _check_int(cfg, "embedded_seed", 0)
     _check_int(cfg, "vocab_size", 16)
     if cfg.spm_model_type not in SPM_MODEL_TYPES:
-        raise _fail("spm_model_type", f"got {cfg.spm_model_type!r}",
-                    f"Use one of {SPM_MODEL_TYPES}.")
+        raise _fail(
+            "spm_model_type", f"got {cfg.spm_model_type!r}", f"Use one of {SPM_MODEL_TYPES}."
+        )
     coverage = cfg.spm_character_coverage
     if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
         raise _fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
@@ -135,13 +142,19 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
     if not isinstance(cfg.pack, bool):
         raise _fail("pack", f"got {cfg.pack!r}", "Use True or False.")
     if cfg.eval_batch_size % cfg.batch_multiple:
-        raise _fail("eval_batch_size", f"{cfg.eval_batch_size} is not divisible by "
-                    f"batch_multiple={cfg.batch_multiple}", "Use a multiple of batch_multiple.")
+        raise _fail(
+            "eval_batch_size",
+            f"{cfg.eval_batch_size} is not divisible by batch_multiple={cfg.batch_multiple}",
+            "Use a multiple of batch_multiple.",
+        )
     bucket_lengths(cfg)  # Raises for bad bucket_boundaries.
     if cfg.tokens_per_batch < cfg.max_len * cfg.batch_multiple:
-        raise _fail("tokens_per_batch", f"{cfg.tokens_per_batch} holds fewer than batch_multiple="
-                    f"{cfg.batch_multiple} rows of max_len={cfg.max_len}",
-                    f"Use at least {cfg.max_len * cfg.batch_multiple}.")
+        raise _fail(
+            "tokens_per_batch",
+            f"{cfg.tokens_per_batch} holds fewer than batch_multiple="
+            f"{cfg.batch_multiple} rows of max_len={cfg.max_len}",
+            f"Use at least {cfg.max_len * cfg.batch_multiple}.",
+        )
 
 
 def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
@@ -158,8 +171,11 @@ def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
     if cfg[tsv] is not None and (cfg[src] is not None or cfg[tgt] is not None):
         raise _fail(tsv, f"set together with {src}/{tgt}", "Give either a TSV or two files.")
     if cfg[tsv] is None and (cfg[src] is None or cfg[tgt] is None):
-        raise _fail(src if cfg[src] is None else tgt, f"not set for the {split} split",
-                    f"Set {src} and {tgt} (aligned files) or {tsv}.")
+        raise _fail(
+            src if cfg[src] is None else tgt,
+            f"not set for the {split} split",
+            f"Set {src} and {tgt} (aligned files) or {tsv}.",
+        )
 
 
 def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
@@ -176,17 +192,25 @@ def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
     """
     max_len = cfg.max_len
     if cfg.bucket_boundaries is None:
-        lengths = {min(max_len, 8 * math.ceil(max_len * i / cfg.num_buckets / 8))
-                   for i in range(1, cfg.num_buckets + 1)}
+        lengths = {
+            min(max_len, 8 * math.ceil(max_len * i / cfg.num_buckets / 8))
+            for i in range(1, cfg.num_buckets + 1)
+        }
         return tuple(sorted(lengths))
     bounds = list(cfg.bucket_boundaries)
     if not bounds or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
-        raise _fail("bucket_boundaries", f"got {cfg.bucket_boundaries!r}",
-                    "Use ascending integers, e.g. (16, 32, 64), or None with num_buckets.")
+        raise _fail(
+            "bucket_boundaries",
+            f"got {cfg.bucket_boundaries!r}",
+            "Use ascending integers, e.g. (16, 32, 64), or None with num_buckets.",
+        )
     ascending = all(b1 < b2 for b1, b2 in zip(bounds[:-1], bounds[1:], strict=True))
     if not ascending or bounds[0] < 2 or bounds[-1] > max_len:
-        raise _fail("bucket_boundaries", f"got {tuple(bounds)}",
-                    f"Use strictly ascending lengths between 2 and max_len={max_len}.")
+        raise _fail(
+            "bucket_boundaries",
+            f"got {tuple(bounds)}",
+            f"Use strictly ascending lengths between 2 and max_len={max_len}.",
+        )
     if bounds[-1] != max_len:
         bounds.append(max_len)
     return tuple(bounds)

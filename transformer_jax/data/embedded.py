@@ -35,7 +35,8 @@ def _converter(lang: str):
     """
     converter = type(CONVERTER_CLASSES[lang])()
     converter.cards = collections.OrderedDict(
-        (value, word) for value, word in converter.cards.items() if value <= MAX_VALUE)
+        (value, word) for value, word in converter.cards.items() if value <= MAX_VALUE
+    )
     return converter
 
 
@@ -100,8 +101,9 @@ def number_pairs(values: np.ndarray, target_lang: str) -> list[tuple[str, str]]:
     return [(english.to_cardinal(int(v)), target.to_cardinal(int(v))) for v in values]
 
 
-def embedded_pairs(split: str, size: int, seed: int, target_lang: str,
-                   cache_dir: str | os.PathLike | None = None) -> list[tuple[str, str]]:
+def embedded_pairs(
+    split: str, size: int, seed: int, target_lang: str, cache_dir: str | os.PathLike | None = None
+) -> list[tuple[str, str]]:
     """Returns the pairs of one split of the embedded corpus, from a cache file when there is one.
 
     Generation costs about 20 us a pair (4 s for 200k), so with `cache_dir` the pairs are written
@@ -118,8 +120,9 @@ def embedded_pairs(split: str, size: int, seed: int, target_lang: str,
       `size` (english, translation) pairs.
     """
     if split not in _SPLIT_CODES:
-        raise ValueError(f"embedded corpus: unknown split {split!r}; use one of "
-                         f"{tuple(_SPLIT_CODES)}.")
+        raise ValueError(
+            f"embedded corpus: unknown split {split!r}; use one of {tuple(_SPLIT_CODES)}."
+        )
     if cache_dir is None:
         return number_pairs(sample_integers(split, size, seed), target_lang)
     path = pathlib.Path(cache_dir) / f"{embedded_fingerprint(split, size, seed, target_lang)}.tsv"
@@ -137,5 +140,7 @@ def embedded_pairs(split: str, size: int, seed: int, target_lang: str,
 def embedded_fingerprint(split: str, size: int, seed: int, target_lang: str) -> str:
     """Names one split of the embedded corpus (used for cache file names)."""
     version = importlib.metadata.version("num2words")
-    return (f"embedded-en-{target_lang}-{split}-n{size}-seed{seed}"
-            f"-num2words{version}-v{_FORMAT_VERSION}")
+    return (
+        f"embedded-en-{target_lang}-{split}-n{size}-seed{seed}"
+        f"-num2words{version}-v{_FORMAT_VERSION}"
+    )

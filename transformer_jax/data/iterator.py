@@ -24,20 +24,31 @@ from transformer_jax.data.tokenized import TokenizedPairs
 class EpochBatches:
     """The batches of one epoch as a random-access sequence (a grain data source)."""
 
-    def __init__(self, data: TokenizedPairs, lengths: tuple[int, ...], rows: tuple[int, ...],
-                 pack: bool, seed: int, epoch: int, buckets: np.ndarray | None,
-                 batches_per_bucket: tuple[int, ...] | None):
+    def __init__(
+        self,
+        data: TokenizedPairs,
+        lengths: tuple[int, ...],
+        rows: tuple[int, ...],
+        pack: bool,
+        seed: int,
+        epoch: int,
+        buckets: np.ndarray | None,
+        batches_per_bucket: tuple[int, ...] | None,
+    ):
         self._data, self._lengths, self._rows, self._pack = data, lengths, rows, pack
         if pack:
-            self._packed = planning.plan_packed_epoch(data.src_lengths, data.tgt_lengths,
-                                                      lengths[-1], seed, epoch)
+            self._packed = planning.plan_packed_epoch(
+                data.src_lengths, data.tgt_lengths, lengths[-1], seed, epoch
+            )
             self._num_batches = math.ceil(self._packed.num_rows / rows[-1])
             # First pair of each batch in the row-sorted placement.
-            self._bounds = np.searchsorted(self._packed.rows,
-                                           np.arange(self._num_batches + 1) * rows[-1])
+            self._bounds = np.searchsorted(
+                self._packed.rows, np.arange(self._num_batches + 1) * rows[-1]
+            )
         else:
-            self._bucketed = planning.plan_bucketed_epoch(buckets, rows, batches_per_bucket,
-                                                          seed, epoch)
+            self._bucketed = planning.plan_bucketed_epoch(
+                buckets, rows, batches_per_bucket, seed, epoch
+            )
             self._num_batches = len(self._bucketed)
 
     def __len__(self) -> int:
@@ -51,9 +62,18 @@ class EpochBatches:
             return batching.padded_batch(self._data, examples, self._lengths[bucket])
         p, num_rows = self._packed, self._rows[-1]
         sl = slice(self._bounds[i], self._bounds[i + 1])
-        return batching.build_batch(self._data, p.examples[sl], p.rows[sl] - i * num_rows,
-                                    p.src_starts[sl], p.tgt_starts[sl], p.segments[sl],
-                                    num_rows, self._lengths[-1], self._lengths[-1], packed=True)
+        return batching.build_batch(
+            self._data,
+            p.examples[sl],
+            p.rows[sl] - i * num_rows,
+            p.src_starts[sl],
+            p.tgt_starts[sl],
+            p.segments[sl],
+            num_rows,
+            self._lengths[-1],
+            self._lengths[-1],
+            packed=True,
+        )
 
 
 class TrainIterator:
@@ -67,10 +87,19 @@ class TrainIterator:
       batches_per_bucket: batches of each bucket per epoch (bucketed mode), same on all hosts.
     """
 
-    def __init__(self, data: TokenizedPairs, *, lengths: tuple[int, ...],
-                 rows: tuple[int, ...], pack: bool, seed: int, num_workers: int = 0,
-                 batches_per_bucket: tuple[int, ...] | None = None, num_dropped: int = 0,
-                 layout: str = ""):
+    def __init__(
+        self,
+        data: TokenizedPairs,
+        *,
+        lengths: tuple[int, ...],
+        rows: tuple[int, ...],
+        pack: bool,
+        seed: int,
+        num_workers: int = 0,
+        batches_per_bucket: tuple[int, ...] | None = None,
+        num_dropped: int = 0,
+        layout: str = "",
+    ):
         """Sets up the iterator at the start of epoch 0.
 
         Args:
@@ -86,8 +115,10 @@ class TrainIterator:
           layout: description of the host layout, part of the state's fingerprint.
         """
         if len(data) == 0:
-            raise ValueError("No training pairs left on this host after the length filter "
-                             f"({num_dropped} dropped): raise max_len or check the data.")
+            raise ValueError(
+                "No training pairs left on this host after the length filter "
+                f"({num_dropped} dropped): raise max_len or check the data."
+            )
         self.lengths, self.rows = lengths, rows
         self.num_pairs, self.num_dropped = len(data), num_dropped
         self._data, self._pack, self._seed, self._num_workers = data, pack, seed, num_workers
@@ -100,36 +131,53 @@ class TrainIterator:
             if any(a < b for a, b in zip(agreed, local, strict=True)):
                 raise ValueError(f"batches_per_bucket={agreed} is below this host's need {local}.")
             self.batches_per_bucket = agreed
-        digest = hashlib.sha256(json.dumps([lengths, rows, pack, seed, self.batches_per_bucket,
-                                            layout]).encode())
+        digest = hashlib.sha256(
+            json.dumps([lengths, rows, pack, seed, self.batches_per_bucket, layout]).encode()
+        )
         # Lengths decide the plan; the first ids tell tokenizers apart.
-        for array in (data.src_offsets, data.tgt_offsets, data.src_ids[:1 << 20],
-                      data.tgt_ids[:1 << 20]):
+        for array in (
+            data.src_offsets,
+            data.tgt_offsets,
+            data.src_ids[: 1 << 20],
+            data.tgt_ids[: 1 << 20],
+        ):
             digest.update(np.ascontiguousarray(array).tobytes())
         self._fingerprint = digest.hexdigest()[:16]
         self._start(0, 0)
 
     def epoch_batches(self, epoch: int) -> EpochBatches:
         """Returns the batches of `epoch` as a random-access sequence (no threads, no state)."""
-        return EpochBatches(self._data, self.lengths, self.rows, self._pack, self._seed, epoch,
-                            self._buckets, self.batches_per_bucket)
+        return EpochBatches(
+            self._data,
+            self.lengths,
+            self.rows,
+            self._pack,
+            self._seed,
+            epoch,
+            self._buckets,
+            self.batches_per_bucket,
+        )
 
     def _start(self, epoch: int, batch: int) -> None:
         source = self.epoch_batches(epoch)
         if batch > len(source):
-            raise ValueError(f"Iterator state has batch_in_epoch={batch}, but epoch {epoch} has "
-                             f"only {len(source)} batches. Pass a state from get_state().")
+            raise ValueError(
+                f"Iterator state has batch_in_epoch={batch}, but epoch {epoch} has "
+                f"only {len(source)} batches. Pass a state from get_state()."
+            )
         self._epoch, self._batch, self._source = epoch, batch, source
         dataset = grain.MapDataset.source(source)[batch:]
         iter_dataset = dataset.to_iter_dataset(
-            grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
+            grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)
+        )
         if self._num_workers > 0:
             from absl import flags
 
             if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; use defaults.
                 flags.FLAGS.mark_as_parsed()
             iter_dataset = iter_dataset.mp_prefetch(
-                grain.MultiprocessingOptions(num_workers=self._num_workers))
+                grain.MultiprocessingOptions(num_workers=self._num_workers)
+            )
         self._inner = iter(iter_dataset)
 
     @property
@@ -154,8 +202,11 @@ class TrainIterator:
 
     def get_state(self) -> dict[str, Any]:
         """Returns the position as a JSON-serialisable dict (for Orbax JsonSave)."""
-        return {"epoch": self._epoch, "batch_in_epoch": self._batch,
-                "fingerprint": self._fingerprint}
+        return {
+            "epoch": self._epoch,
+            "batch_in_epoch": self._batch,
+            "fingerprint": self._fingerprint,
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Moves to a position from `get_state` (of an iterator over the same data and config).
@@ -164,17 +215,25 @@ class TrainIterator:
           ValueError: the state is malformed or came from different data, config or hosts.
         """
         try:
-            epoch, batch, fingerprint = (state["epoch"], state["batch_in_epoch"],
-                                         state["fingerprint"])
+            epoch, batch, fingerprint = (
+                state["epoch"],
+                state["batch_in_epoch"],
+                state["fingerprint"],
+            )
         except (KeyError, TypeError):
-            raise ValueError(f"Iterator state {state!r} lacks epoch/batch_in_epoch/fingerprint; "
-                             f"pass a dict from TrainIterator.get_state().") from None
+            raise ValueError(
+                f"Iterator state {state!r} lacks epoch/batch_in_epoch/fingerprint; "
+                f"pass a dict from TrainIterator.get_state()."
+            ) from None
         if fingerprint != self._fingerprint:
             raise ValueError(
                 f"Iterator state fingerprint {fingerprint!r} != {self._fingerprint!r}: it was "
                 f"saved over other training data, tokenizer, batch config, seed or process "
-                f"layout. Restore with the config and workdir of the saved run.")
+                f"layout. Restore with the config and workdir of the saved run."
+            )
         if not (isinstance(epoch, int) and isinstance(batch, int) and epoch >= 0 <= batch):
-            raise ValueError(f"Iterator state has epoch={epoch!r}, batch_in_epoch={batch!r}: "
-                             f"not a position. Pass a state from get_state().")
+            raise ValueError(
+                f"Iterator state has epoch={epoch!r}, batch_in_epoch={batch!r}: "
+                f"not a position. Pass a state from get_state()."
+            )
         self._start(epoch, batch)

@@ -44,17 +44,18 @@ def _cache_dir(workdir: str | os.PathLike) -> pathlib.Path:
 
 def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
     """The config fields that decide what tokenizer gets trained (kept in tokenizer.json)."""
-    fields = ["source", "vocab_size", "spm_model_type", "spm_character_coverage",
-              "spm_sample_size"]
-    fields += {"tfds": ["tfds_name", "source_lang", "target_lang", "train_split"],
-               "text": ["text_train_src", "text_train_tgt", "text_train_tsv"],
-               "embedded": ["embedded_target_lang", "embedded_train_size", "embedded_seed"],
-               }[cfg.source]
+    fields = ["source", "vocab_size", "spm_model_type", "spm_character_coverage", "spm_sample_size"]
+    fields += {
+        "tfds": ["tfds_name", "source_lang", "target_lang", "train_split"],
+        "text": ["text_train_src", "text_train_tgt", "text_train_tsv"],
+        "embedded": ["embedded_target_lang", "embedded_train_size", "embedded_seed"],
+    }[cfg.source]
     return {k: cfg[k] for k in fields}
 
 
-def load_tokenizer_or_train(cfg: ml_collections.ConfigDict,
-                            workdir: str | os.PathLike) -> Tokenizer:
+def load_tokenizer_or_train(
+    cfg: ml_collections.ConfigDict, workdir: str | os.PathLike
+) -> Tokenizer:
     """Loads the tokenizer, training it on the training split first if there is none yet.
 
     Order: `cfg.spm_model_path` if set; else `workdir/tokenizer.model` if it exists (its
@@ -79,26 +80,45 @@ def load_tokenizer_or_train(cfg: ml_collections.ConfigDict,
         if saved != settings:
             changed = sorted(k for k in settings if saved.get(k) != settings[k])
             raise ValueError(
-                f"{model_path} was trained with {({k: saved.get(k) for k in changed})}, but the "
-                f"config now says {({k: settings[k] for k in changed})}. Use a new workdir, "
-                f"delete the tokenizer files to retrain, or restore the config.")
+                f"{model_path} was trained with { ({k: saved.get(k) for k in changed}) }, but the "
+                f"config now says { ({k: settings[k] for k in changed}) }. Use a new workdir, "
+                f"delete the tokenizer files to retrain, or restore the config."
+            )
         return Tokenizer.load(model_path)
-    pairs = sources.sample_pairs(cfg, "train", math.ceil(cfg.spm_sample_size / 2),
-                                 _TOKENIZER_SEED, cache_dir=_cache_dir(workdir))
-    sentences = [s for pair in pairs for s in pair][:cfg.spm_sample_size]
-    tokenizer = train_tokenizer(sentences, vocab_size=cfg.vocab_size,
-                                model_type=cfg.spm_model_type,
-                                character_coverage=cfg.spm_character_coverage)
-    logging.info("Trained a %s tokenizer of %d pieces on %d sentences into %s",
-                 cfg.spm_model_type, tokenizer.vocab_size, len(sentences), model_path)
+    pairs = sources.sample_pairs(
+        cfg,
+        "train",
+        math.ceil(cfg.spm_sample_size / 2),
+        _TOKENIZER_SEED,
+        cache_dir=_cache_dir(workdir),
+    )
+    sentences = [s for pair in pairs for s in pair][: cfg.spm_sample_size]
+    tokenizer = train_tokenizer(
+        sentences,
+        vocab_size=cfg.vocab_size,
+        model_type=cfg.spm_model_type,
+        character_coverage=cfg.spm_character_coverage,
+    )
+    logging.info(
+        "Trained a %s tokenizer of %d pieces on %d sentences into %s",
+        cfg.spm_model_type,
+        tokenizer.vocab_size,
+        len(sentences),
+        model_path,
+    )
     tokenizer.save(model_path)
     settings_path.write_text(json.dumps(settings, indent=1))
     return tokenizer
 
 
-def tokenized_split(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, split: str,
-                    workdir: str | os.PathLike | None, process_index: int, process_count: int
-                    ) -> tuple[tokenized.TokenizedPairs, int]:
+def tokenized_split(
+    cfg: ml_collections.ConfigDict,
+    tokenizer: Tokenizer,
+    split: str,
+    workdir: str | os.PathLike | None,
+    process_index: int,
+    process_count: int,
+) -> tuple[tokenized.TokenizedPairs, int]:
     """Returns this host's shard of a split, tokenized (cached under workdir/cache if given).
 
     Args:
@@ -111,10 +131,15 @@ def tokenized_split(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, split:
     Returns:
       (the shard's tokenized pairs, the number of pairs in the whole split).
     """
+
     def read() -> tuple[list[tuple[str, str]], int]:
-        return sources.read_shard(cfg, split, process_index=process_index,
-                                  process_count=process_count,
-                                  cache_dir=None if workdir is None else _cache_dir(workdir))
+        return sources.read_shard(
+            cfg,
+            split,
+            process_index=process_index,
+            process_count=process_count,
+            cache_dir=None if workdir is None else _cache_dir(workdir),
+        )
 
     if workdir is None:
         pairs, total = read()
@@ -131,18 +156,26 @@ def _agree_across_processes(counts: tuple[int, ...], process_count: int) -> tupl
     from jax.experimental import multihost_utils
 
     if jax.process_count() != process_count:  # Simulated hosts in one process (tests).
-        logging.warning("process_count=%d but JAX runs %d process(es): bucket batch counts are "
-                        "not agreed across hosts; pass batches_per_bucket to make them so.",
-                        process_count, jax.process_count())
+        logging.warning(
+            "process_count=%d but JAX runs %d process(es): bucket batch counts are "
+            "not agreed across hosts; pass batches_per_bucket to make them so.",
+            process_count,
+            jax.process_count(),
+        )
         return counts
     gathered = multihost_utils.process_allgather(np.asarray(counts, np.int64))
     return tuple(int(c) for c in np.max(gathered.reshape(process_count, -1), axis=0))
 
 
-def make_train_iterator(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer,
-                        workdir: str | os.PathLike, *, process_index: int | None = None,
-                        process_count: int | None = None,
-                        batches_per_bucket: tuple[int, ...] | None = None) -> TrainIterator:
+def make_train_iterator(
+    cfg: ml_collections.ConfigDict,
+    tokenizer: Tokenizer,
+    workdir: str | os.PathLike,
+    *,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    batches_per_bucket: tuple[int, ...] | None = None,
+) -> TrainIterator:
     """Returns the infinite training iterator over this host's shard.
 
     Batches are dicts of numpy arrays (see batching.py): bucketed [rows, bucket length], or
@@ -166,18 +199,34 @@ def make_train_iterator(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer,
     data, _ = tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
     data, dropped = tokenized.filter_by_length(data, cfg.max_len)
     lengths = (cfg.max_len,) if cfg.pack else config_lib.bucket_lengths(cfg)
-    rows = planning.rows_per_bucket(cfg.tokens_per_batch, lengths, cfg.batch_multiple,
-                                    process_count)
+    rows = planning.rows_per_bucket(
+        cfg.tokens_per_batch, lengths, cfg.batch_multiple, process_count
+    )
     if not cfg.pack and batches_per_bucket is None:
         buckets = planning.assign_buckets(data.src_lengths, data.tgt_lengths, lengths)
         local = planning.local_batches_per_bucket(buckets, rows)
         batches_per_bucket = _agree_across_processes(local, process_count)
-    logging.info("Training data on host %d/%d: %d pairs (%d dropped as longer than max_len=%d); "
-                 "batch shapes %s", process_index, process_count, len(data), dropped,
-                 cfg.max_len, [(r, n) for r, n in zip(rows, lengths, strict=True)])
-    return TrainIterator(data, lengths=lengths, rows=rows, pack=cfg.pack, seed=cfg.shuffle_seed,
-                         num_workers=cfg.num_workers, batches_per_bucket=batches_per_bucket,
-                         num_dropped=dropped, layout=f"{process_index}/{process_count}")
+    logging.info(
+        "Training data on host %d/%d: %d pairs (%d dropped as longer than max_len=%d); "
+        "batch shapes %s",
+        process_index,
+        process_count,
+        len(data),
+        dropped,
+        cfg.max_len,
+        [(r, n) for r, n in zip(rows, lengths, strict=True)],
+    )
+    return TrainIterator(
+        data,
+        lengths=lengths,
+        rows=rows,
+        pack=cfg.pack,
+        seed=cfg.shuffle_seed,
+        num_workers=cfg.num_workers,
+        batches_per_bucket=batches_per_bucket,
+        num_dropped=dropped,
+        layout=f"{process_index}/{process_count}",
+    )
 
 
 class EvalBatches(list):
@@ -192,9 +241,15 @@ class EvalBatches(list):
     num_dropped: int = 0
 
 
-def make_eval_batches(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, split: str, *,
-                      process_index: int | None = None, process_count: int | None = None,
-                      workdir: str | os.PathLike | None = None) -> EvalBatches:
+def make_eval_batches(
+    cfg: ml_collections.ConfigDict,
+    tokenizer: Tokenizer,
+    split: str,
+    *,
+    process_index: int | None = None,
+    process_count: int | None = None,
+    workdir: str | os.PathLike | None = None,
+) -> EvalBatches:
     """Returns fixed-shape, unpacked batches of a split for loss evaluation, in split order.
 
     Every host gets the same number of batches of [eval_batch_size / process_count, max_len]:
@@ -214,17 +269,21 @@ def make_eval_batches(cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, spli
     config_lib.validate_data_config(cfg)
     process_index, process_count = _processes(process_index, process_count)
     if cfg.eval_batch_size % math.lcm(cfg.batch_multiple, process_count):
-        raise ValueError(f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not "
-                         f"split evenly over {process_count} processes and batch_multiple="
-                         f"{cfg.batch_multiple}. Use a multiple of both.")
+        raise ValueError(
+            f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not "
+            f"split evenly over {process_count} processes and batch_multiple="
+            f"{cfg.batch_multiple}. Use a multiple of both."
+        )
     data, total = tokenized_split(cfg, tokenizer, split, workdir, process_index, process_count)
     data, dropped = tokenized.filter_by_length(data, cfg.max_len)
     rows = cfg.eval_batch_size // process_count
     largest_shard = math.ceil(total / process_count)  # Known to every host without talking.
     num_batches = math.ceil(largest_shard / rows)
     slots = np.full(num_batches * rows, -1, np.int64)
-    slots[:len(data)] = np.arange(len(data))
-    batches = EvalBatches(batching.padded_batch(data, slots[i * rows:(i + 1) * rows], cfg.max_len)
-                          for i in range(num_batches))
+    slots[: len(data)] = np.arange(len(data))
+    batches = EvalBatches(
+        batching.padded_batch(data, slots[i * rows : (i + 1) * rows], cfg.max_len)
+        for i in range(num_batches)
+    )
     batches.num_pairs, batches.num_dropped = len(data), dropped
     return batches

@@ -19,8 +19,9 @@ import math
 import numpy as np
 
 
-def rows_per_bucket(tokens_per_batch: int, lengths: tuple[int, ...], batch_multiple: int,
-                    process_count: int) -> tuple[int, ...]:
+def rows_per_bucket(
+    tokens_per_batch: int, lengths: tuple[int, ...], batch_multiple: int, process_count: int
+) -> tuple[int, ...]:
     """Returns each bucket's rows per host, filling the global token budget.
 
     Global rows R = the largest multiple of lcm(batch_multiple, process_count) with
@@ -47,13 +48,15 @@ def rows_per_bucket(tokens_per_batch: int, lengths: tuple[int, ...], batch_multi
                 f"data config field 'tokens_per_batch': {tokens_per_batch} tokens cannot hold "
                 f"{multiple} rows (lcm of batch_multiple={batch_multiple} and "
                 f"{process_count} processes) of length {length}. Use at least "
-                f"{multiple * length}, or lower max_len.")
+                f"{multiple * length}, or lower max_len."
+            )
         rows.append(global_rows // process_count)
     return tuple(rows)
 
 
-def assign_buckets(src_lengths: np.ndarray, tgt_lengths: np.ndarray,
-                   lengths: tuple[int, ...]) -> np.ndarray:
+def assign_buckets(
+    src_lengths: np.ndarray, tgt_lengths: np.ndarray, lengths: tuple[int, ...]
+) -> np.ndarray:
     """Returns the bucket of each pair: the first whose length holds source+eos and bos+target.
 
     Args:
@@ -73,9 +76,13 @@ def local_batches_per_bucket(buckets: np.ndarray, rows: tuple[int, ...]) -> tupl
     return tuple(int(math.ceil(c / r)) for c, r in zip(counts, rows, strict=True))
 
 
-def plan_bucketed_epoch(buckets: np.ndarray, rows: tuple[int, ...],
-                        batches_per_bucket: tuple[int, ...], seed: int, epoch: int
-                        ) -> list[tuple[int, np.ndarray]]:
+def plan_bucketed_epoch(
+    buckets: np.ndarray,
+    rows: tuple[int, ...],
+    batches_per_bucket: tuple[int, ...],
+    seed: int,
+    epoch: int,
+) -> list[tuple[int, np.ndarray]]:
     """Plans one epoch of bucketed batches.
 
     Args:
@@ -94,11 +101,13 @@ def plan_bucketed_epoch(buckets: np.ndarray, rows: tuple[int, ...],
     for b, (num_rows, num_batches) in enumerate(zip(rows, batches_per_bucket, strict=True)):
         members = order[buckets[order] == b]
         if len(members) > num_rows * num_batches:
-            raise ValueError(f"bucket {b} has {len(members)} pairs, more than {num_batches} "
-                             f"batches of {num_rows} rows; batches_per_bucket is too small.")
+            raise ValueError(
+                f"bucket {b} has {len(members)} pairs, more than {num_batches} "
+                f"batches of {num_rows} rows; batches_per_bucket is too small."
+            )
         slots = np.full(num_rows * num_batches, -1, np.int64)
-        slots[:len(members)] = members
-        batches += [(b, slots[i * num_rows:(i + 1) * num_rows]) for i in range(num_batches)]
+        slots[: len(members)] = members
+        batches += [(b, slots[i * num_rows : (i + 1) * num_rows]) for i in range(num_batches)]
     # The bucket order comes from a host-independent seed: every host has the same shapes.
     schedule = np.random.default_rng([seed, epoch, 1]).permutation(len(batches))
     return [batches[i] for i in schedule]
@@ -124,8 +133,14 @@ class PackedEpoch:
     num_rows: int
 
 
-def plan_packed_epoch(src_lengths: np.ndarray, tgt_lengths: np.ndarray, length: int, seed: int,
-                      epoch: int, open_rows: int = 8) -> PackedEpoch:
+def plan_packed_epoch(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    length: int,
+    seed: int,
+    epoch: int,
+    open_rows: int = 8,
+) -> PackedEpoch:
     """Packs the shuffled pairs of one epoch into rows of `length` tokens per side.
 
     First fit over the last `open_rows` rows still open: a pair goes into the first open row
@@ -165,5 +180,6 @@ def plan_packed_epoch(src_lengths: np.ndarray, tgt_lengths: np.ndarray, length: 
         slot[3] += 1
     by_row = np.argsort(placed[:, 0], kind="stable")
     placed = placed[by_row]
-    return PackedEpoch(order[by_row], placed[:, 0], placed[:, 1], placed[:, 2], placed[:, 3],
-                       next_row)
+    return PackedEpoch(
+        order[by_row], placed[:, 0], placed[:, 1], placed[:, 2], placed[:, 3], next_row
+    )

@@ -37,7 +37,8 @@ def read_lines(path: str | os.PathLike) -> list[str]:
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise ValueError(
             f"{path}:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x} at column {column}). "
-            f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from None
+            f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+        ) from None
     text = text.removeprefix("\ufeff")  # A byte-order mark is not part of the first sentence.
     lines = text.split("\n")
     if lines[-1] == "":
@@ -45,8 +46,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
-def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike
-                 ) -> list[tuple[str, str]]:
+def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:
     """Reads two aligned files into (source, target) pairs.
 
     Args:
@@ -66,7 +66,8 @@ def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike
         raise ValueError(
             f"{longer}:{first_unmatched}: line has no counterpart in {shorter} "
             f"({src_path} has {len(src)} lines, {tgt_path} has {len(tgt)}). "
-            f"The files must be aligned line by line: fix or remove the extra lines.")
+            f"The files must be aligned line by line: fix or remove the extra lines."
+        )
     return list(zip(src, tgt, strict=True))
 
 
@@ -89,7 +90,8 @@ def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
             problem = "has no tab" if len(fields) == 1 else f"has {len(fields) - 1} tabs"
             raise ValueError(
                 f"{path}:{number}: line {problem}; expected exactly one between source and "
-                f"target. Write each pair as `source<TAB>target`.")
+                f"target. Write each pair as `source<TAB>target`."
+            )
         pairs.append((fields[0], fields[1]))
     return pairs
 

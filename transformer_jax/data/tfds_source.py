@@ -35,7 +35,8 @@ def open_tfds_split(name: str, split: str, data_dir: str | None, download: bool)
         raise ValueError(
             f"TFDS dataset {name!r}, split {split!r} (data_dir={data_dir!r}) could not be opened "
             f"as ArrayRecord: {type(e).__name__}: {e}. Check tfds_name and the *_split fields; "
-            f"prepare the dataset with file_format='array_record'.") from e
+            f"prepare the dataset with file_format='array_record'."
+        ) from e
 
 
 def check_languages(source: Any, name: str, source_lang: str, target_lang: str) -> None:
@@ -47,12 +48,16 @@ def check_languages(source: Any, name: str, source_lang: str, target_lang: str) 
     features = source.dataset_info.features
     languages = tuple(getattr(features, "languages", ()) or ())
     if not languages:
-        raise ValueError(f"TFDS dataset {name!r} has features {type(features).__name__}, not a "
-                         f"tfds.features.Translation. Choose a translation dataset in tfds_name.")
+        raise ValueError(
+            f"TFDS dataset {name!r} has features {type(features).__name__}, not a "
+            f"tfds.features.Translation. Choose a translation dataset in tfds_name."
+        )
     for field, lang in (("source_lang", source_lang), ("target_lang", target_lang)):
         if lang not in languages:
-            raise ValueError(f"data config field '{field}': {lang!r} is not a language of TFDS "
-                             f"dataset {name!r}, which has {languages}. Use one of those codes.")
+            raise ValueError(
+                f"data config field '{field}': {lang!r} is not a language of TFDS "
+                f"dataset {name!r}, which has {languages}. Use one of those codes."
+            )
 
 
 def _as_text(value: str | bytes, name: str, split: str, index: int, lang: str) -> str:
@@ -62,8 +67,10 @@ def _as_text(value: str | bytes, name: str, split: str, index: int, lang: str) -
     try:
         return bytes(value).decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"TFDS dataset {name!r}, split {split!r}, record {index}, language "
-                         f"{lang!r}: invalid UTF-8 ({e}).") from None
+        raise ValueError(
+            f"TFDS dataset {name!r}, split {split!r}, record {index}, language "
+            f"{lang!r}: invalid UTF-8 ({e})."
+        ) from None
 
 
 def _read_records(source: Any, indices: list[int]) -> Sequence[dict]:
@@ -73,8 +80,9 @@ def _read_records(source: Any, indices: list[int]) -> Sequence[dict]:
         return [source[i] for i in indices]
 
 
-def read_tfds_pairs(source: Any, name: str, split: str, source_lang: str, target_lang: str,
-                    indices: Sequence[int]) -> list[tuple[str, str]]:
+def read_tfds_pairs(
+    source: Any, name: str, split: str, source_lang: str, target_lang: str, indices: Sequence[int]
+) -> list[tuple[str, str]]:
     """Reads the records at `indices` of a data source as (source, target) text pairs.
 
     Args:
@@ -89,10 +97,14 @@ def read_tfds_pairs(source: Any, name: str, split: str, source_lang: str, target
     check_languages(source, name, source_lang, target_lang)
     pairs = []
     for chunk_start in range(0, len(indices), _READ_CHUNK):
-        chunk = [int(i) for i in indices[chunk_start:chunk_start + _READ_CHUNK]]
+        chunk = [int(i) for i in indices[chunk_start : chunk_start + _READ_CHUNK]]
         for index, record in zip(chunk, _read_records(source, chunk), strict=True):
-            pairs.append((_as_text(record[source_lang], name, split, index, source_lang),
-                          _as_text(record[target_lang], name, split, index, target_lang)))
+            pairs.append(
+                (
+                    _as_text(record[source_lang], name, split, index, source_lang),
+                    _as_text(record[target_lang], name, split, index, target_lang),
+                )
+            )
     return pairs
 
 

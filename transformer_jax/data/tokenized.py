@@ -58,8 +58,10 @@ class TokenizedPairs:
 
     def pair(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """Returns (source ids, target ids) of pair i."""
-        return (self.src_ids[self.src_offsets[i]:self.src_offsets[i + 1]],
-                self.tgt_ids[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
+        return (
+            self.src_ids[self.src_offsets[i] : self.src_offsets[i + 1]],
+            self.tgt_ids[self.tgt_offsets[i] : self.tgt_offsets[i + 1]],
+        )
 
     def select(self, indices: np.ndarray) -> TokenizedPairs:
         """Returns the pairs at `indices`, in that order, as new compact arrays."""
@@ -68,8 +70,9 @@ class TokenizedPairs:
         return TokenizedPairs(src_ids, src_offsets, tgt_ids, tgt_offsets)
 
 
-def _gather(ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _gather(
+    ids: np.ndarray, offsets: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     indices = np.asarray(indices, dtype=np.int64)
     lengths = offsets[indices + 1] - offsets[indices]
     new_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -99,9 +102,12 @@ def tokenize_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]]) -> To
     return TokenizedPairs(src_ids, src_offsets, tgt_ids, tgt_offsets)
 
 
-def cached_tokenize(cache_root: str | os.PathLike, key: str,
-                    read_pairs: Callable[[], tuple[Sequence[tuple[str, str]], int]],
-                    tokenizer: Tokenizer) -> tuple[TokenizedPairs, int]:
+def cached_tokenize(
+    cache_root: str | os.PathLike,
+    key: str,
+    read_pairs: Callable[[], tuple[Sequence[tuple[str, str]], int]],
+    tokenizer: Tokenizer,
+) -> tuple[TokenizedPairs, int]:
     """Tokenizes pairs once and keeps the arrays as .npy files under `cache_root`.
 
     Args:
@@ -127,8 +133,16 @@ def cached_tokenize(cache_root: str | os.PathLike, key: str,
     tmp.mkdir(parents=True, exist_ok=True)
     for field in _FIELDS:
         np.save(tmp / f"{field}.npy", getattr(data, field))
-    (tmp / "meta.json").write_text(json.dumps({"key": key, "tokenizer": tokenizer.fingerprint,
-                                               "num_pairs": len(data), "split_size": split_size}))
+    (tmp / "meta.json").write_text(
+        json.dumps(
+            {
+                "key": key,
+                "tokenizer": tokenizer.fingerprint,
+                "num_pairs": len(data),
+                "split_size": split_size,
+            }
+        )
+    )
     try:
         os.replace(tmp, directory)  # Atomic; another host may have won the race, which is fine.
     except OSError:
@@ -150,7 +164,11 @@ def filter_by_length(data: TokenizedPairs, max_len: int) -> tuple[TokenizedPairs
     keep = (data.src_lengths + 1 <= max_len) & (data.tgt_lengths + 1 <= max_len)
     dropped = int(len(data) - keep.sum())
     if dropped:
-        logging.info("Dropped %d of %d pairs longer than max_len=%d tokens (eos included)",
-                     dropped, len(data), max_len)
+        logging.info(
+            "Dropped %d of %d pairs longer than max_len=%d tokens (eos included)",
+            dropped,
+            len(data),
+            max_len,
+        )
         return data.select(np.flatnonzero(keep)), dropped
     return data, 0

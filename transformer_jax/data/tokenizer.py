@@ -44,13 +44,19 @@ class Tokenizer:
         """
         self._proto = bytes(model_proto)
         self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
-        found = {"pad": self._sp.pad_id(), "eos": self._sp.eos_id(), "bos": self._sp.bos_id(),
-                 "unk": self._sp.unk_id()}
+        found = {
+            "pad": self._sp.pad_id(),
+            "eos": self._sp.eos_id(),
+            "bos": self._sp.bos_id(),
+            "unk": self._sp.unk_id(),
+        }
         wanted = {"pad": PAD_ID, "eos": EOS_ID, "bos": BOS_ID, "unk": UNK_ID}
         if found != wanted:
-            raise ValueError(f"{origin}: SentencePiece model has special ids {found}, but "
-                             f"transformer_jax needs {wanted}. Train it with `train_tokenizer` "
-                             f"(or pass pad_id=0 eos_id=1 bos_id=2 unk_id=3 to spm_train).")
+            raise ValueError(
+                f"{origin}: SentencePiece model has special ids {found}, but "
+                f"transformer_jax needs {wanted}. Train it with `train_tokenizer` "
+                f"(or pass pad_id=0 eos_id=1 bos_id=2 unk_id=3 to spm_train)."
+            )
 
     @property
     def model_proto(self) -> bytes:
@@ -111,13 +117,20 @@ class Tokenizer:
         """Reads a model file written by `save` (or any SentencePiece model with our ids)."""
         path = pathlib.Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: no SentencePiece model there. Check spm_model_path, "
-                                    f"or set it to None to train one into the workdir.")
+            raise FileNotFoundError(
+                f"{path}: no SentencePiece model there. Check spm_model_path, "
+                f"or set it to None to train one into the workdir."
+            )
         return cls(path.read_bytes(), origin=str(path))
 
 
-def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: str = "unigram",
-                    character_coverage: float = 1.0) -> Tokenizer:
+def train_tokenizer(
+    sentences: Iterable[str],
+    *,
+    vocab_size: int,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+) -> Tokenizer:
     """Trains a SentencePiece model in memory.
 
     Args:
@@ -131,13 +144,26 @@ def train_tokenizer(sentences: Iterable[str], *, vocab_size: int, model_type: st
     """
     buffer = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=buffer, model_type=model_type,
-        vocab_size=vocab_size, character_coverage=character_coverage, hard_vocab_limit=False,
-        pad_id=PAD_ID, eos_id=EOS_ID, bos_id=BOS_ID, unk_id=UNK_ID,
-        pad_piece=_SPECIAL_PIECES[PAD_ID], eos_piece=_SPECIAL_PIECES[EOS_ID],
-        bos_piece=_SPECIAL_PIECES[BOS_ID], unk_piece=_SPECIAL_PIECES[UNK_ID],
+        sentence_iterator=iter(sentences),
+        model_writer=buffer,
+        model_type=model_type,
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        hard_vocab_limit=False,
+        pad_id=PAD_ID,
+        eos_id=EOS_ID,
+        bos_id=BOS_ID,
+        unk_id=UNK_ID,
+        pad_piece=_SPECIAL_PIECES[PAD_ID],
+        eos_piece=_SPECIAL_PIECES[EOS_ID],
+        bos_piece=_SPECIAL_PIECES[BOS_ID],
+        unk_piece=_SPECIAL_PIECES[UNK_ID],
         # Exact round trips: no NFKC rewriting, no collapsing of repeated spaces.
-        normalization_rule_name="identity", remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
         # The caller samples the corpus; sentences up to 16 KiB are kept whole.
-        input_sentence_size=0, max_sentence_length=16384, minloglevel=2)
+        input_sentence_size=0,
+        max_sentence_length=16384,
+        minloglevel=2,
+    )
     return Tokenizer(buffer.getvalue())

@@ -1,0 +1,56 @@
+"""Fields every training config shares, with the paper's values (§5.3, §5.4) as defaults.
+
+Each config file calls `base_config()` and changes what differs; every field has a comment.
+"""
+
+import ml_collections
+
+from transformer_jax.data import default_data_config
+
+
+def base_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0  # Parameter initialisation; dropout keys use seed + 1 folded with the step.
+
+    # Model: the fields of transformer_jax.TransformerConfig (vocab_size comes from the tokenizer).
+    c.model = ml_collections.ConfigDict()
+    c.model.num_encoder_layers = 6  # N, encoder (§3.1).
+    c.model.num_decoder_layers = 6  # N, decoder (§3.1).
+    c.model.d_model = 512  # Residual width.
+    c.model.num_heads = 8  # Attention heads; d_k = d_v = d_model / num_heads.
+    c.model.d_ff = 2048  # Feed-forward inner width.
+    c.model.dropout_rate = 0.1  # P_drop (§5.4).
+    c.model.attention_dropout_rate = 0.0  # Dropout on attention weights (not in the paper).
+    c.model.norm = "post"  # "post" (paper) or "pre" LayerNorm placement.
+    c.model.activation = "relu"  # "relu" (paper) or "gelu".
+    c.model.positional = "sinusoidal"  # "sinusoidal" (paper) or "learned".
+    c.model.share_embeddings = True  # Source and target share one embedding (§3.4).
+    c.model.tie_output = True  # Output projection = embedding transposed (§3.4).
+    c.model.dtype = "float32"  # Computation dtype: "float32" or "bfloat16".
+
+    # Data: see transformer_jax/data/config.py for every field.
+    c.data = default_data_config()
+
+    # Optimisation (§5.3).
+    c.num_train_steps = 100_000  # Updates to run.
+    c.warmup_steps = 4000  # Noam warm-up.
+    c.lr_factor = 1.0  # Multiplies the Noam learning rate.
+    c.adam_b1 = 0.9  # Adam beta1.
+    c.adam_b2 = 0.98  # Adam beta2.
+    c.adam_eps = 1e-9  # Adam epsilon.
+    c.grad_clip_norm = 0.0  # Global-norm gradient clipping; 0 = off (the paper has none).
+    c.label_smoothing = 0.1  # epsilon_ls (§5.4).
+    c.grad_accum_steps = 1  # Micro-batches per update (same update, less activation memory).
+
+    # Parallelism: mesh axis sizes; -1 takes the remaining devices. data only = data parallel.
+    c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
+
+    # Logging, evaluation, checkpoints.
+    c.log_every = 100  # Steps between train-metric lines.
+    c.eval_every = 2000  # Steps between validation loss + BLEU.
+    c.eval_bleu_sentences = 500  # Validation sentences greedily decoded for BLEU at each eval.
+    c.decode_batch_size = 64  # Rows per decoding batch.
+    c.checkpoint_every = 1000  # Steps between checkpoints (also on the last step and SIGTERM).
+    c.keep_checkpoints = 3  # Latest checkpoints kept for resumption (the best is kept apart).
+    c.test_sentences = 0  # Test sentences decoded after the last step; -1 = all, 0 = none.
+    return c

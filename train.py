@@ -1,0 +1,48 @@
+"""Train a Transformer: `python train.py --config=configs/NAME.py --workdir=DIR [--config.k=v]`.
+
+With no --config it uses configs/default.py (the offline number-translation corpus).
+Re-running the same command resumes from DIR's latest checkpoint.
+"""
+
+import pathlib
+
+from absl import app, flags
+from ml_collections import config_flags
+
+_HERE = pathlib.Path(__file__).resolve().parent
+config_flags.DEFINE_config_file(
+    "config", str(_HERE / "configs" / "default.py"), "Training config file.", lock_config=True
+)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and the tokenizer.")
+flags.DEFINE_bool(
+    "multi_process",
+    False,
+    "Call jax.distributed.initialize() (TPU pods and GPU clusters auto-detect their peers).",
+)
+flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi_process only).")
+flags.DEFINE_integer("num_processes", None, "Number of processes (multi_process only).")
+flags.DEFINE_integer("process_id", None, "This process's index (multi_process only).")
+flags.mark_flag_as_required("workdir")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    import jax
+
+    if FLAGS.multi_process:
+        if jax.default_backend() == "cpu" or FLAGS.coordinator_address:
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            coordinator_address=FLAGS.coordinator_address,
+            num_processes=FLAGS.num_processes,
+            process_id=FLAGS.process_id,
+        )
+    from transformer_jax.train import train_and_evaluate
+
+    train_and_evaluate(FLAGS.config, FLAGS.workdir)
+
+
+if __name__ == "__main__":
+    app.run(main)

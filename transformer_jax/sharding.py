@@ -1,0 +1,123 @@
+"""Device mesh and logical axis rules: the one place that decides how arrays are split.
+
+Parameters carry logical axis names (`embed`, `heads`, `kv`, `mlp`, `vocab`); batches have a
+`batch` axis. `LOGICAL_RULES` maps each name to mesh axes of a `("data", "fsdp", "tensor")` mesh:
+
+- data parallel (the default): mesh `data=all devices`; parameters are replicated.
+- FSDP: `fsdp>1` shards every parameter's `embed` axis (and the batch) over that axis.
+- tensor parallel: `tensor>1` shards heads, feed-forward width and vocabulary (Megatron style).
+
+A dimension that a mesh axis does not divide is left unsharded rather than failing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+MESH_AXES = ("data", "fsdp", "tensor")
+BATCH_AXES = ("data", "fsdp")
+
+LOGICAL_RULES: dict[str, tuple[str, ...]] = {
+    "batch": BATCH_AXES,
+    "embed": ("fsdp",),
+    "heads": ("tensor",),
+    "mlp": ("tensor",),
+    "vocab": ("tensor",),
+    "kv": (),
+}
+
+
+def make_mesh(shape: Mapping[str, int], devices=None) -> Mesh:
+    """A `("data", "fsdp", "tensor")` mesh with Auto axis types (GSPMD propagation).
+
+    Args:
+      shape: sizes per axis name; one axis may be -1 meaning "all remaining devices".
+      devices: defaults to `jax.devices()` (every device of every process).
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    unknown = set(shape) - set(MESH_AXES)
+    if unknown:
+        raise ValueError(f"mesh axes {sorted(unknown)} are not among {MESH_AXES}.")
+    sizes = [int(shape.get(name, 1)) for name in MESH_AXES]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"at most one mesh axis may be -1, got {dict(shape)}.")
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if -1 in sizes:
+        if len(devices) % known:
+            raise ValueError(
+                f"mesh {dict(shape)}: {len(devices)} devices are not divisible by {known}."
+            )
+        sizes[sizes.index(-1)] = len(devices) // known
+    if int(np.prod(sizes)) != len(devices):
+        raise ValueError(
+            f"mesh {dict(zip(MESH_AXES, sizes, strict=True))} needs {int(np.prod(sizes))} "
+            f"devices but {len(devices)} are available; set one axis to -1 to use them all."
+        )
+    auto = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+    return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=auto, devices=devices)
+
+
+def logical_to_spec(
+    logical_axes: tuple[str | None, ...] | None,
+    shape: tuple[int, ...],
+    mesh: Mesh,
+    rules: Mapping[str, tuple[str, ...]] = LOGICAL_RULES,
+) -> PartitionSpec:
+    """PartitionSpec for an array of `shape` with the given logical axis names.
+
+    A mesh axis is used at most once per array, and only where it divides the dimension.
+    """
+    if not logical_axes:
+        return PartitionSpec()
+    used: set[str] = set()
+    spec = []
+    for name, dim in zip(logical_axes, shape, strict=True):
+        axes = tuple(a for a in rules.get(name, ()) if a not in used and mesh.shape[a] > 1)
+        size = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+        if not axes or dim % size:
+            spec.append(None)
+            continue
+        used.update(axes)
+        spec.append(axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*spec)
+
+
+def param_shardings(params: nnx.State, mesh: Mesh, rules=LOGICAL_RULES):
+    """NamedShardings for an (abstract) parameter state, from each Param's `logical_axes`."""
+
+    def one(variable):
+        axes = variable.get_metadata().get("logical_axes")
+        spec = logical_to_spec(axes, tuple(variable.shape), mesh, rules)
+        return variable.replace(NamedSharding(mesh, spec))
+
+    return jax.tree.map(one, params, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Leading (batch) axis split over data and fsdp; everything else whole."""
+    return NamedSharding(mesh, PartitionSpec(BATCH_AXES))
+
+
+def replicated(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def constrain_batch(x: jax.Array) -> jax.Array:
+    """Pin an activation's leading axis to the batch mesh axes when a mesh is set.
+
+    Under `jax.set_mesh(mesh)` this keeps GSPMD from re-sharding activations along the model
+    dimension (which FSDP parameters would otherwise invite); with no mesh it does nothing.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    if mesh.empty or not set(BATCH_AXES) <= set(mesh.axis_names):
+        return x
+    size = int(np.prod([mesh.shape[a] for a in BATCH_AXES]))
+    if size == 1 or x.shape[0] % size:
+        return x
+    spec = PartitionSpec(BATCH_AXES, *([None] * (x.ndim - 1)))
+    return jax.lax.with_sharding_constraint(x, spec)
