@@ -1,4 +1,4 @@
-"""Translation of text batches with fixed shapes, and corpus scores (sacreBLEU, chrF, exact match)."""
+"""Greedy translation of text in fixed shapes; corpus scores (sacreBLEU, chrF, exact match)."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def validate_train_config(config: ml_collections.ConfigDict) -> None:
     if config.grad_accum_steps > 1 and rows % config.grad_accum_steps:
         raise ValueError(
             f"config.grad_accum_steps={config.grad_accum_steps} must divide "
-            f"config.data.batch_multiple={rows} so that every batch splits into equal micro-batches."
+            f"config.data.batch_multiple={rows} so batches split into equal micro-batches."
         )
     data_lib.validate_data_config(config.data)
 
