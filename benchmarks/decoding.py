@@ -6,8 +6,8 @@ tokens/s counts real work. Times exclude compilation (reported separately) and a
 repeated calls.
 
   PYTHONPATH=. python benchmarks/decoding.py        # CPU default: about 1 minute on 2 cores
-  PYTHONPATH=. python benchmarks/decoding.py --d_model 512 --layers 6 --vocab 37000 \
-      --batch_sizes 1,64,256 --min_time 5  # e.g. on a GPU
+  PYTHONPATH=. python benchmarks/decoding.py --d_model 512 --layers 6 --vocab 37000 --d_ff 2048
+  (add --batch_sizes 1,64,256 --min_time 5 on a GPU)
 
 Writes a table to stdout and JSON to `benchmarks/results/decoding.json` (see `--out`).
 """
