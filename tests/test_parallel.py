@@ -26,10 +26,10 @@ def _batch(seed, rows=16, src_len=9, tgt_len=7):
     return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt, "weights": (tgt != 0).astype(np.float32)}
 
 
-def _run(mesh_shape, devices=None, steps=2, grad_accum_steps=1):
-    tx, _ = ts.make_optimizer(CFG.d_model, warmup_steps=10, lr_factor=1.0)
+def _run(mesh_shape, devices=None, steps=2, grad_accum_steps=1, cfg=CFG):
+    tx, _ = ts.make_optimizer(cfg.d_model, warmup_steps=10, lr_factor=1.0)
     mesh = shd.make_mesh(mesh_shape, devices=devices)
-    graphdef, state, shardings = ts.create_train_state(CFG, tx, mesh, seed=0)
+    graphdef, state, shardings = ts.create_train_state(cfg, tx, mesh, seed=0)
     train_fn, _ = ts.compile_steps(
         graphdef, tx, shardings, mesh, label_smoothing=0.1, grad_accum_steps=grad_accum_steps
     )
@@ -64,9 +64,12 @@ def test_sharded_step_equals_single_device(single, mesh_shape):
         assert "tensor" in str(w1.sharding.spec)
 
 
-def test_gradient_accumulation_equals_full_batch(single):
-    ref_losses, ref_params, _ = single
-    losses, params, _ = _run({"data": 1}, devices=jax.devices()[:1], grad_accum_steps=2)
+def test_gradient_accumulation_equals_full_batch():
+    """Without dropout (micro-batches draw their own dropout masks) the updates are the same."""
+    cfg = CFG.replace(dropout_rate=0.0)
+    one = jax.devices()[:1]
+    ref_losses, ref_params, _ = _run({"data": 1}, devices=one, cfg=cfg)
+    losses, params, _ = _run({"data": 1}, devices=one, grad_accum_steps=2, cfg=cfg)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref_params), strict=True):
         np.testing.assert_allclose(a, b, atol=2e-5)
@@ -80,8 +83,9 @@ def test_params_are_born_sharded():
     assert emb.sharding.spec == jax.sharding.PartitionSpec(None, "fsdp")
     shard_shapes = {s.data.shape for s in emb.addressable_shards}
     assert shard_shapes == {(CFG.vocab_size, CFG.d_model // 8)}
-    mu = state.opt_state[0].mu["src_embed"]["embedding"][...]
-    assert mu.sharding.spec == emb.sharding.spec  # Adam moments follow their parameters
+    moments = [x for x in jax.tree.leaves(state.opt_state) if x.shape == emb.shape]
+    assert len(moments) == 2  # Adam's mu and nu, sharded like their parameter
+    assert all(m.sharding.spec == emb.sharding.spec for m in moments)
 
 
 def test_mesh_errors_are_clear():

@@ -64,7 +64,10 @@ class Embedding(nnx.Module):
 class MultiHeadAttention(nnx.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...) (§3.2.2).
 
-    The per-head projections W_i^Q are stored together as one `[D, N, H]` kernel.
+    The per-head projections W_i^Q are stored together as one `[D, N, H]` kernel. With
+    `use_bias`, queries, values and the output get biases; keys never do: a key bias adds the
+    same amount q.b to every logit of a query, which the softmax cancels, so its gradient is
+    zero and Adam would only turn rounding noise into updates.
     """
 
     def __init__(
@@ -91,7 +94,6 @@ class MultiHeadAttention(nnx.Module):
         if use_bias:
             zeros = jax.nn.initializers.zeros
             self.query_bias = _param(zeros, rngs.params(), (n, h), ("heads", "kv"))
-            self.key_bias = _param(zeros, rngs.params(), (n, h), ("heads", "kv"))
             self.value_bias = _param(zeros, rngs.params(), (n, h), ("heads", "kv"))
             self.out_bias = _param(zeros, rngs.params(), (d_model,), ("embed",))
         self.dropout_rate = dropout_rate
@@ -99,7 +101,7 @@ class MultiHeadAttention(nnx.Module):
 
     def _project(self, x, kernel, bias_name):
         y = jnp.einsum("BLD,DNH->BLNH", x.astype(self.dtype), kernel[...].astype(self.dtype))
-        if self.use_bias:
+        if self.use_bias and bias_name:
             y = y + getattr(self, bias_name)[...].astype(self.dtype)
         return y
 
@@ -107,9 +109,7 @@ class MultiHeadAttention(nnx.Module):
         self, x_kv: Float[Array, "B S D"]
     ) -> tuple[Float[Array, "B S N H"], Float[Array, "B S N H"]]:
         """K W^K and V W^V for every head; the decoder caches these."""
-        return self._project(x_kv, self.key, "key_bias"), self._project(
-            x_kv, self.value, "value_bias"
-        )
+        return self._project(x_kv, self.key, None), self._project(x_kv, self.value, "value_bias")
 
     def attend(
         self,

@@ -87,7 +87,7 @@ def logical_to_spec(
     return PartitionSpec(*spec)
 
 
-def param_shardings(params: nnx.State, mesh: Mesh, rules=LOGICAL_RULES):
+def param_shardings(params, mesh: Mesh, rules=LOGICAL_RULES):
     """NamedShardings for an (abstract) parameter state, from each Param's `logical_axes`."""
 
     def one(variable):

@@ -32,8 +32,8 @@ MODEL_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positi
 class TrainState:
     """Everything a step reads and writes: an explicit pytree, nothing hidden in modules."""
 
-    step: jax.Array  # int32 scalar: updates done so far.
-    params: nnx.State  # Model parameters (nnx.Param leaves).
+    step: Any  # int32 scalar array: updates done so far (or its sharding / abstract shape).
+    params: Any  # nnx.State of the model parameters (nnx.Param leaves).
     opt_state: Any  # Optax state (Adam moments and counters).
 
 

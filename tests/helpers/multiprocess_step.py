@@ -53,7 +53,9 @@ for step in range(3):
     }
     state, m = train_fn(state, ts.global_batch(local, mesh), jax.random.key(3))
     losses.append(float(m["loss_sum"] / m["tokens"]))
-checksum = float(sum(jax.numpy.abs(x).sum() for x in jax.tree.leaves(state.params)))
+# One jitted reduction (the same program on every process), replicated result.
+total = jax.jit(lambda p: sum(jax.numpy.abs(x).sum() for x in jax.tree.leaves(p)))
+checksum = float(total(state.params))
 with open(out, "w") as f:
     json.dump(
         {

@@ -1,0 +1,157 @@
+"""Train-step throughput: target tokens/s, compile time, memory and model FLOPs per token.
+
+    python benchmarks/train_step.py                       # tiny, default, base on this machine
+    python benchmarks/train_step.py --models=base --dtype=bfloat16 --batch_tokens=25000 \
+        --peak_tflops=989   # e.g. on a GPU, to report MFU
+
+Synthetic batches of fixed shape (every token real) go through the same jitted, sharded,
+donated `train_step` as `train.py`. Prints a table and writes JSON (default
+benchmarks/results/train_step.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import resource
+import time
+
+import jax
+import numpy as np
+
+from transformer_jax import TransformerConfig, count_params
+from transformer_jax import sharding as shd
+from transformer_jax import train_step as ts
+
+MODELS = {
+    "tiny": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=4, d_ff=64),
+    "default": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=4, d_ff=512),
+    "base": {},
+    "big": dict(d_model=1024, d_ff=4096, num_heads=16, dropout_rate=0.3),
+}
+VOCAB = {"tiny": 200, "default": 110, "base": 37000, "big": 37000}
+
+
+def model_flops_per_token(cfg: TransformerConfig, length: int) -> float:
+    """Training FLOPs (forward + backward = 3x forward) per target token, with equal source and
+    target lengths: matrix products 2*m*n*k, attention scores and mixing over `length` keys."""
+    d, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
+    enc = cfg.num_encoder_layers * (2 * (4 * d * d + 2 * d * f) + 4 * length * d)
+    dec = cfg.num_decoder_layers * (2 * (8 * d * d + 2 * d * f) + 8 * length * d)
+    return 3.0 * (enc + dec + 2 * d * v)
+
+
+def bench(name, args):
+    cfg = TransformerConfig(
+        vocab_size=VOCAB[name],
+        max_len=args.seq_len,
+        dtype=args.dtype,
+        **{**MODELS[name], "dropout_rate": 0.1},
+    )
+    tx, _ = ts.make_optimizer(cfg.d_model, warmup_steps=4000)
+    mesh = shd.make_mesh({"data": -1})
+    rows = max(args.batch_tokens // args.seq_len // mesh.size, 1) * mesh.size
+    graphdef, state, shardings = ts.create_train_state(cfg, tx, mesh, seed=0)
+    train_fn, _ = ts.compile_steps(graphdef, tx, shardings, mesh, label_smoothing=0.1)
+    rng = np.random.default_rng(0)
+    shape = (rows, args.seq_len)
+    batch = {
+        "src": rng.integers(4, cfg.vocab_size, shape).astype(np.int32),
+        "tgt_in": rng.integers(4, cfg.vocab_size, shape).astype(np.int32),
+        "tgt_out": rng.integers(4, cfg.vocab_size, shape).astype(np.int32),
+        "weights": np.ones(shape, np.float32),
+    }
+    batch = ts.global_batch(batch, mesh)
+    key = jax.random.key(0)
+    with jax.set_mesh(mesh):
+        started = time.perf_counter()
+        compiled = train_fn.jitted.lower(state, batch, key).compile()
+        compile_s = time.perf_counter() - started
+    memory = compiled.memory_analysis()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    state, m = train_fn(state, batch, key)  # warm-up
+    jax.block_until_ready(m)
+    steps, started = 0, time.perf_counter()
+    while steps < args.min_steps or time.perf_counter() - started < args.min_time:
+        state, m = train_fn(state, batch, key)
+        steps += 1
+    jax.block_until_ready(m)
+    step_s = (time.perf_counter() - started) / steps
+    tokens_per_s = rows * args.seq_len / step_s
+    flops_token = model_flops_per_token(cfg, args.seq_len)
+    row = {
+        "model": name,
+        "params": count_params(cfg),
+        "dtype": args.dtype,
+        "batch": f"{rows}x{args.seq_len}",
+        "compile_s": round(compile_s, 2),
+        "step_ms": round(1000 * step_s, 1),
+        "target_tokens_per_s": round(tokens_per_s),
+        "model_flops_per_token": flops_token,
+        "achieved_tflops": round(tokens_per_s * flops_token / 1e12, 4),
+        "xla_flops_per_step": float(cost.get("flops", 0.0)) if cost else None,
+        "temp_mib": round(memory.temp_size_in_bytes / 2**20, 1) if memory else None,
+        "args_mib": round(memory.argument_size_in_bytes / 2**20, 1) if memory else None,
+    }
+    if args.peak_tflops:
+        row["mfu"] = round(row["achieved_tflops"] / args.peak_tflops, 4)
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--models", default="tiny,default,base", help="Comma list of " + str(list(MODELS))
+    )
+    p.add_argument("--batch_tokens", type=int, default=4096, help="Target tokens per step.")
+    p.add_argument("--seq_len", type=int, default=32, help="Source = target length.")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--min_steps", type=int, default=3)
+    p.add_argument("--min_time", type=float, default=10.0, help="Seconds of timed steps per model.")
+    p.add_argument("--peak_tflops", type=float, default=0.0, help="Device peak, for MFU.")
+    p.add_argument("--out", default="benchmarks/results/train_step.json")
+    args = p.parse_args()
+    rows = [bench(name, args) for name in args.models.split(",")]
+    cols = [
+        "model",
+        "params",
+        "dtype",
+        "batch",
+        "compile_s",
+        "step_ms",
+        "target_tokens_per_s",
+        "model_flops_per_token",
+        "achieved_tflops",
+        "temp_mib",
+    ] + (["mfu"] if args.peak_tflops else [])
+    print(" | ".join(cols))
+    for r in rows:
+        print(
+            " | ".join(
+                f"{r[c]:,}"
+                if isinstance(r[c], int)
+                else f"{r[c]:.4g}"
+                if isinstance(r[c], float)
+                else str(r[c])
+                for c in cols
+            )
+        )
+    out = pathlib.Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "device": str(jax.devices()[0].device_kind),
+        "devices": jax.device_count(),
+        "backend": jax.default_backend(),
+        "machine": platform.machine(),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "jax": jax.__version__,
+    }
+    out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
+    print(f"peak RSS {meta['peak_rss_mib']} MiB; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Plot a workdir's curves: `python -m transformer_jax.plot --workdir=DIR [--output=FILE.png]`.
+
+Left: training and validation loss; right: validation BLEU and exact match, against the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+
+def read_metrics(workdir: str | pathlib.Path) -> dict[str, list[dict]]:
+    """Rows of `metrics.jsonl` grouped by split; a step logged twice keeps its last row."""
+    path = pathlib.Path(workdir) / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {workdir} a training workdir?")
+    by_split: dict[str, dict[int, dict]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not a JSON line ({e}).") from e
+        by_split.setdefault(row["split"], {})[row["step"]] = row
+    return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
+
+
+def plot_curves(workdir: str | pathlib.Path, output: str | pathlib.Path | None = None):
+    """Write the loss / BLEU figure of `workdir` to `output` (default workdir/curves.png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = read_metrics(workdir)
+    output = pathlib.Path(output or pathlib.Path(workdir) / "curves.png")
+    fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4))
+    for split, style in (("train", "-"), ("eval", "o-")):
+        rows = metrics.get(split, [])
+        if rows:
+            ax_loss.plot([r["step"] for r in rows], [r["loss"] for r in rows], style, label=split)
+    ax_loss.set(xlabel="step", ylabel="label-smoothed loss", yscale="log", title="Loss")
+    ax_loss.legend()
+    evals = [r for r in metrics.get("eval", []) if "bleu" in r]
+    if evals:
+        steps = [r["step"] for r in evals]
+        ax_bleu.plot(steps, [r["bleu"] for r in evals], "o-", label="BLEU")
+        if any("exact_match" in r for r in evals):
+            ax_bleu.plot(
+                steps, [100 * r.get("exact_match", 0) for r in evals], "s--", label="exact match %"
+            )
+        ax_bleu.legend()
+    ax_bleu.set(xlabel="step", ylabel="score", title="Validation")
+    fig.suptitle(str(workdir))
+    fig.tight_layout()
+    fig.savefig(output, dpi=100)
+    plt.close(fig)
+    return output
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", required=True, help="Training workdir (has metrics.jsonl).")
+    parser.add_argument("--output", default=None, help="PNG path (default: WORKDIR/curves.png).")
+    args = parser.parse_args(argv)
+    print(plot_curves(args.workdir, args.output))
+
+
+if __name__ == "__main__":
+    main()
