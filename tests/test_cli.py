@@ -64,10 +64,10 @@ def test_beam_and_averaging_flags(tiny_workdir, tmp_path):
 
 
 def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
-    argv = [f"--workdir={tiny_workdir}", "--split=test", "--max_sentences=16", "--beam_size=1"]
+    argv = [f"--workdir={tiny_workdir}", "--split=test", "--max_sentences=8", "--beam_size=1"]
     assert evaluate.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "test: 16 sentences, step 30, greedy" in printed
+    assert "test: 8 sentences, step 30, greedy" in printed
     assert "BLEU " in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
     assert "chrF " in printed and "exact match " in printed
 
@@ -75,10 +75,10 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
     assert f"hypotheses: {hyp_path}" in printed
     hyps = hyp_path.read_text().split("\n")[:-1]
     pairs = data_lib.get_pairs(Translator.from_checkpoint(tiny_workdir).config.data, "test")
-    sources = [src for src, _ in pairs[:16]]
+    sources = [src for src, _ in pairs[:8]]
     assert hyps == Translator.from_checkpoint(tiny_workdir).translate(sources, beam_size=1)
     record = json.loads(hyp_path.with_suffix(".json").read_text())
-    assert record["sentences"] == 16 and record["steps"] == [30]
+    assert record["sentences"] == 8 and record["steps"] == [30]
     assert 0.0 <= record["bleu"] <= 100.0 and 0.0 <= record["exact_match"] <= 1.0
     assert record["bleu_signature"].startswith("nrefs:1|case:mixed")
 

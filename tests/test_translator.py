@@ -41,8 +41,10 @@ def random_translator(translator):
     """
     graphdef, params = nnx.split(translator.model)
     rng = np.random.default_rng(2)
-    params = jax.tree_util.tree_map_with_path(lambda p, x: _untrained_params(p, x, rng), params)
-    return Translator(nnx.merge(graphdef, params), translator.tokenizer)
+    drawn = jax.tree_util.tree_map_with_path(lambda p, x: _untrained_params(p, x, rng), params)
+    # Placed like the loaded parameters, so both models share compiled programs.
+    placed = jax.tree.map(lambda x, old: jax.device_put(x, old.sharding), drawn, params)
+    return Translator(nnx.merge(graphdef, placed), translator.tokenizer)
 
 
 @pytest.fixture(scope="module")
