@@ -1,6 +1,11 @@
 """Test set-up: fake 8 CPU devices so that every sharding path runs on a laptop."""
 
 import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -10,3 +15,34 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from jaxtyping import install_import_hook  # noqa: E402
 
 install_import_hook("transformer_jax", "beartype.beartype")
+
+_ROOT = pathlib.Path(__file__).resolve().parents[1]
+TINY_STEPS = (10, 20, 30)  # The checkpoints that `tiny_workdir` keeps.
+
+
+@pytest.fixture(scope="session")
+def tiny_workdir(tmp_path_factory) -> pathlib.Path:
+    """A tiny train.py run (packed rows: one compiled step) with checkpoints at 10, 20 and 30.
+
+    Trained once per session in a subprocess on one device (about 20 s); the tests restore it
+    onto their 8 fake devices, which also checks loading across device counts.
+    """
+    workdir = tmp_path_factory.mktemp("tiny_run")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [
+        sys.executable,
+        str(_ROOT / "train.py"),
+        "--config=configs/tiny.py",
+        f"--workdir={workdir}",
+        "--config.num_train_steps=30",
+        "--config.checkpoint_every=10",
+        "--config.keep_checkpoints=3",
+        "--config.eval_every=30",
+        "--config.eval_bleu_sentences=0",
+        "--config.test_sentences=0",
+        "--config.data.pack=True",
+    ]
+    proc = subprocess.run(cmd, cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return workdir

@@ -13,10 +13,12 @@ from transformer_jax.decoding import beam_search, greedy_decode, sample
 from transformer_jax.model import Transformer, count_params
 from transformer_jax.positional import sinusoidal_encoding
 from transformer_jax.search import length_penalty
+from transformer_jax.translator import Translator  # Loads orbax, data and plots only when used.
 
 __all__ = [
     "Transformer",
     "TransformerConfig",
+    "Translator",
     "beam_search",
     "causal_mask",
     "combine_masks",
