@@ -24,7 +24,7 @@ from transformer_jax.checkpointing import (
     check_or_write_config,
 )
 from transformer_jax.config import TransformerConfig
-from transformer_jax.evaluation import corpus_scores, greedy_translate
+from transformer_jax.evaluation import corpus_scores
 from transformer_jax.losses import summarize
 from transformer_jax.metrics_writer import MetricsWriter, format_duration
 from transformer_jax.sharding import make_mesh
@@ -78,10 +78,13 @@ def _evaluate(eval_fn, params, batches, mesh) -> dict:
     return summarize(jax.device_get(sums))
 
 
-def _bleu(graphdef, params, tokenizer, pairs, config) -> dict:
-    model = nnx.merge(graphdef, params)
-    hyps = greedy_translate(
-        model, tokenizer, [s for s, _ in pairs], batch_size=config.decode_batch_size
+def _bleu(graphdef, params, tokenizer, pairs, config, mesh) -> dict:
+    """Greedy (KV-cached) translations of `pairs`' sources, scored against their targets."""
+    from transformer_jax.translator import Translator
+
+    translator = Translator(nnx.merge(graphdef, params), tokenizer, mesh=mesh)
+    hyps = translator.translate(
+        [s for s, _ in pairs], beam_size=1, batch_size=config.decode_batch_size
     )
     return corpus_scores(hyps, [t for _, t in pairs]) | {"examples": hyps[:3]}
 
@@ -160,7 +163,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             if step % config.eval_every == 0 or final:
                 last = _evaluate(eval_fn, state.params, eval_batches, mesh)
                 if bleu_pairs:
-                    scores = _bleu(graphdef, state.params, tokenizer, bleu_pairs, config)
+                    scores = _bleu(graphdef, state.params, tokenizer, bleu_pairs, config, mesh)
                     examples = scores.pop("examples")
                     signature = scores.pop("bleu_signature")
                     last |= scores
@@ -191,7 +194,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         if config.test_sentences > 0:
             pairs = pairs[: config.test_sentences]
         started = time.time()
-        test = _bleu(graphdef, state.params, tokenizer, pairs, config)
+        test = _bleu(graphdef, state.params, tokenizer, pairs, config, mesh)
         test.pop("examples")
         log.write(step, "test", test)
         log.message(

@@ -97,13 +97,18 @@ class Translator:
       workdir: the run's directory (None when built from a model).
     """
 
-    def __init__(self, model: Transformer, tokenizer, *, steps=(), config=None, workdir=None):
+    def __init__(
+        self, model: Transformer, tokenizer, *, steps=(), config=None, workdir=None, mesh=None
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.steps = tuple(steps)
         self.config = config
         self.workdir = workdir
-        self._mesh = Mesh(np.asarray(jax.local_devices()), ("data",))
+        # Without a mesh, batches are split over this host's devices. With one (the training
+        # mesh, whose parameters may span hosts) every process feeds the same full batch.
+        self._global_mesh = mesh
+        self._mesh = Mesh(np.asarray(jax.local_devices()), ("data",)) if mesh is None else mesh
 
     # ------------------------------------------------------------------------------ loading
     @classmethod
@@ -170,7 +175,11 @@ class Translator:
 
     def _decode_batch(self, src: np.ndarray, beam_size: int, alpha: float, max_len) -> np.ndarray:
         """Best output ids `[B, L]` for padded sources `[B, S]`."""
-        src = jax.device_put(src, NamedSharding(self._mesh, PartitionSpec("data")))
+        if self._global_mesh is None:
+            src = jax.device_put(src, NamedSharding(self._mesh, PartitionSpec("data")))
+        else:
+            replicated = NamedSharding(self._global_mesh, PartitionSpec())
+            src = jax.make_array_from_process_local_data(replicated, src)
         if beam_size == 1:
             tokens, _ = greedy_decode(self.model, src, max_len=max_len)
         else:

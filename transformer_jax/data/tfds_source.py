@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 _READ_CHUNK = 4096  # Records per random-access read (batched reads are ~5x faster than single).
 
 
@@ -81,7 +83,12 @@ def _read_records(source: Any, indices: list[int]) -> Sequence[dict]:
 
 
 def read_tfds_pairs(
-    source: Any, name: str, split: str, source_lang: str, target_lang: str, indices: Sequence[int]
+    source: Any,
+    name: str,
+    split: str,
+    source_lang: str,
+    target_lang: str,
+    indices: Sequence[int] | np.ndarray,
 ) -> list[tuple[str, str]]:
     """Reads the records at `indices` of a data source as (source, target) text pairs.
 
