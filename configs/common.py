@@ -29,7 +29,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.model.dtype = "float32"  # Computation dtype: "float32" or "bfloat16".
 
     # Data: see transformer_jax/data/config.py for every field.
-    c.data = default_data_config()
+    c.data = default_data_config()  # Sources, tokenizer, batching: see that function.
 
     # Optimisation (§5.3).
     c.num_train_steps = 100_000  # Updates to run.
@@ -43,7 +43,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.grad_accum_steps = 1  # Micro-batches per update (same update, less activation memory).
 
     # Parallelism: mesh axis sizes; -1 takes the remaining devices. data only = data parallel.
-    c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
+    c.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})  # Axis sizes.
 
     # Logging, evaluation, checkpoints.
     c.log_every = 100  # Steps between train-metric lines.

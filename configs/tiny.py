@@ -26,6 +26,7 @@ def get_config():
     c.data.max_len = 32
     c.data.tokens_per_batch = 512
     c.data.eval_batch_size = 32
+    c.data.pack = True  # One batch shape: one compilation of the train step.
 
     c.num_train_steps = 60
     c.warmup_steps = 20
