@@ -86,7 +86,7 @@ class Tokenizer:
         """
         return self._sp.encode(list(texts), num_threads=num_threads)
 
-    def decode(self, ids: Iterable[int] | np.ndarray) -> str:
+    def decode(self, ids: Iterable[int | np.integer] | np.ndarray) -> str:
         """Returns the text of `ids`, stopping at the first eos and skipping pad and bos.
 
         Args:
