@@ -210,3 +210,18 @@ def test_shape_annotations_are_checked_at_run_time():
     model = _model()
     with pytest.raises(jaxtyping.TypeCheckError):
         model.encode(jnp.zeros((S,), jnp.int32))
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_feed_forward_matches_equation_2(activation):
+    """FFN(x) = act(x W1 + b1) W2 + b2, position by position (§3.3)."""
+    from transformer_jax.layers import FeedForward
+
+    ffn = FeedForward(6, 10, activation=activation, rngs=nnx.Rngs(1))
+    ffn.b1[...] = jnp.linspace(-1, 1, 10)
+    x = jax.random.normal(jax.random.key(2), (B, T, 6))
+    h = x @ ffn.w1[...] + ffn.b1[...]
+    h = jax.nn.relu(h) if activation == "relu" else jax.nn.gelu(h)
+    np.testing.assert_allclose(ffn(x), h @ ffn.w2[...] + ffn.b2[...], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="relu or gelu"):
+        FeedForward(6, 10, activation="tanh", rngs=nnx.Rngs(1))
