@@ -6,7 +6,7 @@ Re-running the same command resumes from DIR's latest checkpoint.
 
 import pathlib
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -29,6 +29,8 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # library INFO chatter off; --verbosity=0 for it
     import jax
 
     if FLAGS.multi_process:
