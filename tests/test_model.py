@@ -223,5 +223,5 @@ def test_feed_forward_matches_equation_2(activation):
     h = x @ ffn.w1[...] + ffn.b1[...]
     h = jax.nn.relu(h) if activation == "relu" else jax.nn.gelu(h)
     np.testing.assert_allclose(ffn(x), h @ ffn.w2[...] + ffn.b2[...], rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="relu or gelu"):
+    with pytest.raises(ValueError, match="activation must be 'relu' or 'gelu', got 'tanh'"):
         FeedForward(6, 10, activation="tanh", rngs=nnx.Rngs(1))

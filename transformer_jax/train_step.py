@@ -85,7 +85,7 @@ def train_step(
     The dropout key is `rng` folded with the step number (and the micro-batch index).
 
     Returns the new state and metric sums (`loss_sum`, `nll_sum`, `correct_sum`, `tokens`)
-    plus `grad_norm` and `learning_rate`-free scalars.
+    plus the global gradient norm `grad_norm`.
     """
     step_rng = jax.random.fold_in(rng, state.step)
     grad_fn = jax.grad(_loss_sums, argnums=1, has_aux=True)
@@ -117,7 +117,7 @@ def train_step(
     grads = jax.tree.map(lambda g: g / tokens, grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {**sums, "grad_norm": optax.global_norm(grads)}
+    metrics = {**sums, "grad_norm": optax.tree.norm(grads)}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
 
