@@ -55,6 +55,13 @@ def _train_losses(workdir) -> dict[int, float]:
     return losses
 
 
+def _start(workdir):
+    """train.py on the tiny config in the background, stderr captured."""
+    return subprocess.Popen(
+        _cmd(workdir, *FAST), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+
+
 def _wait_for_step(workdir, step, proc, timeout=300):
     path = pathlib.Path(workdir) / "metrics.jsonl"
     deadline = time.time() + timeout
@@ -81,13 +88,7 @@ def test_tiny_run_learns(uninterrupted):
 
 
 def test_sigkill_then_restart_reproduces_losses_exactly(tmp_path, uninterrupted):
-    proc = subprocess.Popen(
-        _cmd(tmp_path, *FAST),
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = _start(tmp_path)
     try:
         _wait_for_step(tmp_path, 11, proc)  # checkpoints at 4, 8; killed past 11
     finally:
@@ -99,13 +100,7 @@ def test_sigkill_then_restart_reproduces_losses_exactly(tmp_path, uninterrupted)
 
 
 def test_sigterm_saves_and_rerun_resumes(tmp_path, uninterrupted):
-    proc = subprocess.Popen(
-        _cmd(tmp_path, *FAST),
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
+    proc = _start(tmp_path)
     _wait_for_step(tmp_path, 6, proc)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
