@@ -41,7 +41,7 @@ def main(argv):
             num_processes=FLAGS.num_processes,
             process_id=FLAGS.process_id,
         )
-    from transformer_jax.train import train_and_evaluate
+    from transformer_jax.training import train_and_evaluate
 
     train_and_evaluate(FLAGS.config, FLAGS.workdir)
 

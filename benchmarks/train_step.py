@@ -12,24 +12,33 @@ benchmarks/results/train_step.json).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import pathlib
 import platform
 import resource
+import sys
 import time
 
 import jax
 import numpy as np
 
-from transformer_jax import TransformerConfig, count_params
-from transformer_jax import sharding as shd
-from transformer_jax import train_step as ts
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # for configs/
 
+from configs import default as default_config  # noqa: E402
+from transformer_jax import TransformerConfig, count_params, models
+from transformer_jax import sharding as shd
+from transformer_jax.tasks.translation import translation_loss
+from transformer_jax.training import step as ts
+from transformer_jax.training.optimizer import make_optimizer
+from transformer_jax.training.state import create_train_state
+
+# Model sections: the presets of TransformerConfig, and the model of configs/default.py.
 MODELS = {
-    "tiny": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=32, num_heads=4, d_ff=64),
-    "default": dict(num_encoder_layers=2, num_decoder_layers=2, d_model=128, num_heads=4, d_ff=512),
-    "base": {},
-    "big": dict(d_model=1024, d_ff=4096, num_heads=16, dropout_rate=0.3),
+    "tiny": models.config_section("encoder_decoder", "tiny"),
+    "default": default_config.get_config().model,
+    "base": models.config_section("encoder_decoder", "base"),
+    "big": models.config_section("encoder_decoder", "big"),
 }
 VOCAB = {"tiny": 200, "default": 110, "base": 37000, "big": 37000}
 
@@ -44,17 +53,14 @@ def model_flops_per_token(cfg: TransformerConfig, length: int) -> float:
 
 
 def bench(name, args):
-    cfg = TransformerConfig(
-        vocab_size=VOCAB[name],
-        max_len=args.seq_len,
-        dtype=args.dtype,
-        **{**MODELS[name], "dropout_rate": 0.1},
-    )
-    tx, _ = ts.make_optimizer(cfg.d_model, warmup_steps=4000)
+    section = {**MODELS[name], "dtype": args.dtype, "dropout_rate": 0.1}
+    cfg = models.build_config(section, {"vocab_size": VOCAB[name], "max_len": args.seq_len})
+    tx, _ = make_optimizer(cfg.d_model, warmup_steps=4000)
     mesh = shd.make_mesh({"data": -1})
     rows = max(args.batch_tokens // args.seq_len // mesh.size, 1) * mesh.size
-    graphdef, state, shardings = ts.create_train_state(cfg, tx, mesh, seed=0)
-    train_fn, _ = ts.compile_steps(graphdef, tx, shardings, mesh, label_smoothing=0.1)
+    graphdef, state, shardings = create_train_state(cfg, tx, mesh, seed=0)
+    loss = functools.partial(translation_loss, label_smoothing=0.1)
+    train_fn, _ = ts.compile_steps(graphdef, tx, shardings, mesh, loss_fn=loss)
     rng = np.random.default_rng(0)
     shape = (rows, args.seq_len)
     batch = {

@@ -6,16 +6,13 @@ The loss falls from about 5 to below 3 in 60 steps; no quality is expected.
 """
 
 from configs.common import base_config
+from transformer_jax import models
 
 
 def get_config():
     c = base_config()
-    c.model.num_encoder_layers = 2
-    c.model.num_decoder_layers = 2
-    c.model.d_model = 32
-    c.model.num_heads = 4
-    c.model.d_ff = 64
-    c.model.dropout_rate = 0.1
+    c.model = models.config_section("encoder_decoder", "tiny")  # 2+2 layers, d_model 32.
+    c.model.dropout_rate = 0.1  # Dropout on, so that tests exercise its keys.
 
     c.data.source = "embedded"
     c.data.embedded_train_size = 2000  # Small corpus: generated and tokenized in a second.

@@ -1,19 +1,21 @@
-"""transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX."""
+"""transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
-from transformer_jax.attention import (
+Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
+loading, `Translator`) -> `tasks` (data, loss, evaluation) -> `training` (the loop).
+"""
+
+from transformer_jax.inference import Translator, beam_search, greedy_decode, length_penalty, sample
+from transformer_jax.models import count_params
+from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
+from transformer_jax.nn import (
     causal_mask,
     combine_masks,
     dot_product_attention,
     dot_product_attention_weights,
     padding_mask,
     segment_mask,
+    sinusoidal_encoding,
 )
-from transformer_jax.config import TransformerConfig
-from transformer_jax.decoding import beam_search, greedy_decode, sample
-from transformer_jax.model import Transformer, count_params
-from transformer_jax.positional import sinusoidal_encoding
-from transformer_jax.search import length_penalty
-from transformer_jax.translator import Translator  # Loads orbax, data and plots only when used.
 
 __all__ = [
     "Transformer",

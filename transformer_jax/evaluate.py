@@ -43,14 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max_sentences must be >= 0, got {args.max_sentences}.")
 
     from transformer_jax.data import get_pairs
-    from transformer_jax.evaluation import corpus_scores
-    from transformer_jax.loading import CheckpointError
-    from transformer_jax.translator import Translator
+    from transformer_jax.inference.scoring import corpus_scores
+    from transformer_jax.inference.translator import Translator
+    from transformer_jax.workdir import CheckpointError
 
     try:
         translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
         workdir = translator.workdir
-        pairs = get_pairs(translator.config.data, args.split, cache_dir=workdir / "cache")
+        pairs = get_pairs(translator.config.data, args.split, cache_dir=workdir.cache)
         if args.max_sentences:
             pairs = pairs[: args.max_sentences]
         if not pairs:
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     scores = corpus_scores(hyps, refs)
     matches = sum(h == r for h, r in zip(hyps, refs, strict=True))
     steps = translator.steps
-    out_dir = workdir / "eval"
+    out_dir = workdir.eval
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = output_stem(args.split, steps, args.beam_size)
     hyp_path = out_dir / f"{stem}.txt"

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
+import os
+
+from transformer_jax import storage
+from transformer_jax.workdir import Workdir
 
 
-def read_metrics(workdir: str | pathlib.Path) -> dict[str, list[dict]]:
+def read_metrics(workdir: str | os.PathLike) -> dict[str, list[dict]]:
     """Rows of `metrics.jsonl` grouped by split; a step logged twice keeps its last row."""
-    path = pathlib.Path(workdir) / "metrics.jsonl"
+    path = Workdir.at(workdir).metrics
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: is {workdir} a training workdir?")
     by_split: dict[str, dict[int, dict]] = {}
@@ -27,7 +30,7 @@ def read_metrics(workdir: str | pathlib.Path) -> dict[str, list[dict]]:
     return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
 
 
-def plot_curves(workdir: str | pathlib.Path, output: str | pathlib.Path | None = None):
+def plot_curves(workdir: str | os.PathLike, output: str | os.PathLike | None = None):
     """Write the loss / BLEU figure of `workdir` to `output` (default workdir/curves.png)."""
     import matplotlib
 
@@ -35,7 +38,7 @@ def plot_curves(workdir: str | pathlib.Path, output: str | pathlib.Path | None =
     import matplotlib.pyplot as plt
 
     metrics = read_metrics(workdir)
-    output = pathlib.Path(output or pathlib.Path(workdir) / "curves.png")
+    output = storage.as_path(output) if output else Workdir.at(workdir).curves
     fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4))
     for split, style in (("train", "-"), ("eval", "o-")):
         rows = metrics.get(split, [])
@@ -55,7 +58,8 @@ def plot_curves(workdir: str | pathlib.Path, output: str | pathlib.Path | None =
     ax_bleu.set(xlabel="step", ylabel="score", title="Validation")
     fig.suptitle(str(workdir))
     fig.tight_layout()
-    fig.savefig(output, dpi=100)
+    with output.open("wb") as f:
+        fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
     return output
 

@@ -12,6 +12,7 @@ A dimension that a mesh axis does not divide is left unsharded rather than faili
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import jax
@@ -121,3 +122,15 @@ def constrain_batch(x: jax.Array) -> jax.Array:
         return x
     spec = PartitionSpec(BATCH_AXES, *([None] * (x.ndim - 1)))
     return jax.lax.with_sharding_constraint(x, spec)
+
+
+def under_mesh(jitted, mesh: Mesh):
+    """Call (and so trace) `jitted` with `mesh` set, so activation constraints see the mesh."""
+
+    @functools.wraps(jitted)
+    def call(*args):
+        with jax.set_mesh(mesh):
+            return jitted(*args)
+
+    call.jitted = jitted  # for `.lower(...)` and compile counting
+    return call

@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet_logs()
 
-    from transformer_jax.loading import CheckpointError
-    from transformer_jax.translator import Translator
+    from transformer_jax.inference.translator import Translator
+    from transformer_jax.workdir import CheckpointError
 
     try:
         # Load first: a wrong --workdir is reported before anyone types a sentence.

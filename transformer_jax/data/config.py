@@ -7,14 +7,21 @@ network. For the paper's WMT'14 English -> German set `source="tfds"` and raise 
 
 from __future__ import annotations
 
+import copy
 import math
 
 import ml_collections
+from ml_collections.config_dict import placeholder
+
+from transformer_jax import storage
 
 SOURCES = ("embedded", "tfds", "text")
 EMBEDDED_LANGS = ("fr", "de")
 SPM_MODEL_TYPES = ("unigram", "bpe", "char", "word")
 SPLITS = ("train", "eval", "test")
+PATH_FIELDS = tuple(f"text_{s}_{k}" for s in SPLITS for k in ("src", "tgt", "tsv")) + (
+    "spm_model_path",
+)
 
 
 def default_data_config() -> ml_collections.ConfigDict:
@@ -29,7 +36,7 @@ def default_data_config() -> ml_collections.ConfigDict:
 
     # --- TFDS (source="tfds"): any Translation dataset, read from ArrayRecord without TensorFlow.
     c.tfds_name = "wmt14_translate/de-en"  # "name/config" as in tfds.data_source.
-    c.tfds_data_dir = None  # TFDS data directory; None = TFDS default (~/tensorflow_datasets).
+    c.tfds_data_dir = placeholder(str)  # TFDS data directory; unset = ~/tensorflow_datasets.
     c.tfds_download = True  # Let TFDS download and prepare (as ArrayRecord) if not prepared yet.
     c.source_lang = "en"  # Source language code (a key of the Translation feature).
     c.target_lang = "de"  # Target language code; the direction need not match supervised_keys.
@@ -38,15 +45,15 @@ def default_data_config() -> ml_collections.ConfigDict:
     c.test_split = "test"  # TFDS split for the final test (wmt14: newstest2014).
 
     # --- Local text (source="text"): two aligned files (one sentence a line) or one TSV per split.
-    c.text_train_src = None  # Training source sentences, UTF-8, one per line.
-    c.text_train_tgt = None  # Training target sentences, aligned line by line with the source.
-    c.text_train_tsv = None  # Or: one file of "source<TAB>target" lines (then leave src/tgt None).
-    c.text_eval_src = None  # Evaluation source file (or use text_eval_tsv).
-    c.text_eval_tgt = None  # Evaluation target file.
-    c.text_eval_tsv = None  # Evaluation TSV file.
-    c.text_test_src = None  # Test source file (or use text_test_tsv).
-    c.text_test_tgt = None  # Test target file.
-    c.text_test_tsv = None  # Test TSV file.
+    c.text_train_src = placeholder(str)  # Training source sentences, UTF-8, one per line.
+    c.text_train_tgt = placeholder(str)  # Training target sentences, aligned line by line.
+    c.text_train_tsv = placeholder(str)  # Or one file of "source<TAB>target" lines (src/tgt unset).
+    c.text_eval_src = placeholder(str)  # Evaluation source file (or use text_eval_tsv).
+    c.text_eval_tgt = placeholder(str)  # Evaluation target file.
+    c.text_eval_tsv = placeholder(str)  # Evaluation TSV file.
+    c.text_test_src = placeholder(str)  # Test source file (or use text_test_tsv).
+    c.text_test_tgt = placeholder(str)  # Test target file.
+    c.text_test_tsv = placeholder(str)  # Test TSV file.
 
     # --- Embedded corpus (source="embedded"): English number phrases -> French or German.
     c.embedded_target_lang = "fr"  # "fr" or "de".
@@ -60,13 +67,13 @@ def default_data_config() -> ml_collections.ConfigDict:
     c.spm_model_type = "unigram"  # "unigram" or "bpe" (also "char", "word").
     c.spm_character_coverage = 1.0  # Share of characters covered; the rest map to unk (id 3).
     c.spm_sample_size = 200_000  # Sentences (source and target together) sampled for training.
-    c.spm_model_path = None  # Existing .model file; None = train into workdir/tokenizer.model.
+    c.spm_model_path = placeholder(str)  # Existing .model; unset = train workdir/tokenizer.model.
 
     # --- Batches of fixed shapes.
     c.max_len = 64  # Max tokens per side including eos (and bos on the decoder input).
     c.tokens_per_batch = 4_096  # Global token budget per step and side (padded rows x length).
     c.num_buckets = 8  # Bucket lengths spread evenly up to max_len (multiples of 8) ...
-    c.bucket_boundaries = None  # ... unless given here: ascending lengths; max_len is appended.
+    c.bucket_boundaries = placeholder(tuple)  # ... or these ascending lengths (max_len appended).
     c.pack = False  # Pack several pairs per row (rows of max_len, with segment ids/positions).
     c.batch_multiple = 8  # Global rows per batch divisible by this (data-parallel devices).
     c.shuffle_seed = 0  # Seed of the per-epoch shuffle (same seed, same batches).
@@ -176,6 +183,23 @@ def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
             f"not set for the {split} split",
             f"Set {src} and {tgt} (aligned files) or {tsv}.",
         )
+    for field in (src, tgt, tsv):
+        if cfg[field] is not None and not storage.as_path(cfg[field]).is_file():
+            raise _fail(
+                field,
+                f"{cfg[field]!r} is not a file (looked for {storage.as_path(cfg[field])})",
+                "Check the path; relative paths are read from the current directory.",
+            )
+
+
+def with_absolute_paths(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """A copy whose local file fields are absolute, so that the workdir's config.json still
+    finds them from another directory (evaluation, resumption)."""
+    out = copy.deepcopy(cfg)
+    for field in PATH_FIELDS:
+        if cfg[field] is not None:
+            out[field] = str(storage.as_path(cfg[field]))
+    return out
 
 
 def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:

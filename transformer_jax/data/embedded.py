@@ -15,10 +15,11 @@ from __future__ import annotations
 import collections
 import importlib.metadata
 import os
-import pathlib
 
 import numpy as np
 from num2words import CONVERTER_CLASSES
+
+from transformer_jax import storage
 
 MAX_VALUE = 10**9
 _SPLIT_CODES = {"train": 0, "eval": 1, "test": 2}
@@ -125,15 +126,15 @@ def embedded_pairs(
         )
     if cache_dir is None:
         return number_pairs(sample_integers(split, size, seed), target_lang)
-    path = pathlib.Path(cache_dir) / f"{embedded_fingerprint(split, size, seed, target_lang)}.tsv"
+    path = (
+        storage.as_path(cache_dir) / f"{embedded_fingerprint(split, size, seed, target_lang)}.tsv"
+    )
     if path.exists():
         lines = path.read_text(encoding="utf-8").split("\n")[:-1]
         return [tuple(line.split("\t")) for line in lines]
     pairs = number_pairs(sample_integers(split, size, seed), target_lang)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    os.replace(tmp, path)  # Atomic: concurrent writers (several hosts) cannot leave half a file.
+    # Atomic: concurrent writers (several hosts) cannot leave half a file.
+    storage.write_text_atomic(path, "".join(f"{s}\t{t}\n" for s, t in pairs))
     return pairs
 
 

@@ -5,8 +5,9 @@
     state = train_iter.get_state()                                 # JSON, for Orbax JsonSave
     eval_batches = make_eval_batches(cfg, tokenizer, "eval")       # fixed shapes, all hosts alike
 
-Files in `workdir`: tokenizer.model (+ tokenizer.json, its settings) and cache/ (generated
-embedded text, tokenized splits as .npy).
+Files in the workdir (paths from `transformer_jax.workdir`): tokenizer.model (+ tokenizer.json,
+its settings) and cache/ (generated embedded text, tokenized splits as .npy). `workdir` may be
+a `Workdir`, a local path or a gs:// URI.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import json
 import logging
 import math
 import os
-import pathlib
 
 import ml_collections
 import numpy as np
 
+from transformer_jax import storage
 from transformer_jax.data import batching, planning, sources, tokenized
 from transformer_jax.data import config as config_lib
 from transformer_jax.data.iterator import TrainIterator
 from transformer_jax.data.tokenizer import Tokenizer, train_tokenizer
+from transformer_jax.workdir import Workdir
+
+WorkdirLike = Workdir | str | os.PathLike
 
 _TOKENIZER_SEED = 0  # Which training sentences the tokenizer sees (independent of shuffle_seed).
 
@@ -38,8 +42,8 @@ def _processes(process_index: int | None, process_count: int | None) -> tuple[in
     return process_index, process_count
 
 
-def _cache_dir(workdir: str | os.PathLike) -> pathlib.Path:
-    return pathlib.Path(workdir) / "cache"
+def _workdir(workdir: WorkdirLike) -> Workdir:
+    return workdir if isinstance(workdir, Workdir) else Workdir.at(workdir)
 
 
 def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
@@ -53,9 +57,7 @@ def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
     return {k: cfg[k] for k in fields}
 
 
-def load_tokenizer_or_train(
-    cfg: ml_collections.ConfigDict, workdir: str | os.PathLike
-) -> Tokenizer:
+def load_tokenizer_or_train(cfg: ml_collections.ConfigDict, workdir: WorkdirLike) -> Tokenizer:
     """Loads the tokenizer, training it on the training split first if there is none yet.
 
     Order: `cfg.spm_model_path` if set; else `workdir/tokenizer.model` if it exists (its
@@ -69,11 +71,10 @@ def load_tokenizer_or_train(
     Returns:
       The tokenizer (special ids pad=0, eos=1, bos=2, unk=3).
     """
-    config_lib.validate_data_config(cfg)
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
-    model_path = pathlib.Path(workdir) / "tokenizer.model"
-    settings_path = model_path.with_suffix(".json")
+    workdir = _workdir(workdir)
+    model_path, settings_path = workdir.tokenizer_model, workdir.tokenizer_settings
     settings = _tokenizer_settings(cfg)
     if model_path.exists():
         saved = json.loads(settings_path.read_text()) if settings_path.exists() else settings
@@ -90,7 +91,7 @@ def load_tokenizer_or_train(
         "train",
         math.ceil(cfg.spm_sample_size / 2),
         _TOKENIZER_SEED,
-        cache_dir=_cache_dir(workdir),
+        cache_dir=workdir.cache,
     )
     sentences = [s for pair in pairs for s in pair][: cfg.spm_sample_size]
     tokenizer = train_tokenizer(
@@ -107,7 +108,7 @@ def load_tokenizer_or_train(
         model_path,
     )
     tokenizer.save(model_path)
-    settings_path.write_text(json.dumps(settings, indent=1))
+    storage.write_text_atomic(settings_path, json.dumps(settings, indent=1))
     return tokenizer
 
 
@@ -115,7 +116,7 @@ def tokenized_split(
     cfg: ml_collections.ConfigDict,
     tokenizer: Tokenizer,
     split: str,
-    workdir: str | os.PathLike | None,
+    workdir: WorkdirLike | None,
     process_index: int,
     process_count: int,
 ) -> tuple[tokenized.TokenizedPairs, int]:
@@ -138,14 +139,14 @@ def tokenized_split(
             split,
             process_index=process_index,
             process_count=process_count,
-            cache_dir=None if workdir is None else _cache_dir(workdir),
+            cache_dir=None if workdir is None else _workdir(workdir).cache,
         )
 
     if workdir is None:
         pairs, total = read()
         return tokenized.tokenize_pairs(tokenizer, pairs), total
     key = f"{sources.split_fingerprint(cfg, split)}|shard{process_index}of{process_count}"
-    return tokenized.cached_tokenize(_cache_dir(workdir), key, read, tokenizer)
+    return tokenized.cached_tokenize(_workdir(workdir).cache, key, read, tokenizer)
 
 
 def _agree_across_processes(counts: tuple[int, ...], process_count: int) -> tuple[int, ...]:
@@ -170,7 +171,7 @@ def _agree_across_processes(counts: tuple[int, ...], process_count: int) -> tupl
 def make_train_iterator(
     cfg: ml_collections.ConfigDict,
     tokenizer: Tokenizer,
-    workdir: str | os.PathLike,
+    workdir: WorkdirLike,
     *,
     process_index: int | None = None,
     process_count: int | None = None,
@@ -194,7 +195,6 @@ def make_train_iterator(
     Returns:
       The iterator; `.num_dropped` counts pairs dropped by the length filter on this host.
     """
-    config_lib.validate_data_config(cfg)
     process_index, process_count = _processes(process_index, process_count)
     data, _ = tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
     data, dropped = tokenized.filter_by_length(data, cfg.max_len)
@@ -248,7 +248,7 @@ def make_eval_batches(
     *,
     process_index: int | None = None,
     process_count: int | None = None,
-    workdir: str | os.PathLike | None = None,
+    workdir: WorkdirLike | None = None,
 ) -> EvalBatches:
     """Returns fixed-shape, unpacked batches of a split for loss evaluation, in split order.
 
@@ -266,7 +266,6 @@ def make_eval_batches(
     Returns:
       An `EvalBatches` list of batch dicts (keys src, tgt_in, tgt_out, weights).
     """
-    config_lib.validate_data_config(cfg)
     process_index, process_count = _processes(process_index, process_count)
     if cfg.eval_batch_size % math.lcm(cfg.batch_multiple, process_count):
         raise ValueError(

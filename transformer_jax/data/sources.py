@@ -113,7 +113,6 @@ def get_pairs(
     Returns:
       The pairs, in source order.
     """
-    config_lib.validate_data_config(cfg)
     return read_shard(
         cfg, split, process_index=process_index, process_count=process_count, cache_dir=cache_dir
     )[0]

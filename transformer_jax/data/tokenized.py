@@ -14,12 +14,12 @@ import itertools
 import json
 import logging
 import os
-import pathlib
 import shutil
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from transformer_jax import storage
 from transformer_jax.data.tokenizer import Tokenizer
 
 _FIELDS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")
@@ -121,34 +121,44 @@ def cached_tokenize(
       (the tokenized pairs, memory-mapped when read from the cache; the split's total pair count).
     """
     digest = hashlib.sha256(f"{key}|{tokenizer.fingerprint}".encode()).hexdigest()[:20]
-    directory = pathlib.Path(cache_root) / f"tokens-{digest}"
+    directory = storage.as_path(cache_root) / f"tokens-{digest}"
     meta_path = directory / "meta.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        arrays = {f: np.load(directory / f"{f}.npy", mmap_mode="r") for f in _FIELDS}
-        return TokenizedPairs(**arrays), meta["split_size"]
+        return TokenizedPairs(**{f: _load(directory / f"{f}.npy") for f in _FIELDS}), meta[
+            "split_size"
+        ]
     pairs, split_size = read_pairs()
     data = tokenize_pairs(tokenizer, pairs)
-    tmp = directory.with_name(f"{directory.name}.tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for field in _FIELDS:
-        np.save(tmp / f"{field}.npy", getattr(data, field))
-    (tmp / "meta.json").write_text(
-        json.dumps(
-            {
-                "key": key,
-                "tokenizer": tokenizer.fingerprint,
-                "num_pairs": len(data),
-                "split_size": split_size,
-            }
-        )
-    )
-    try:
-        os.replace(tmp, directory)  # Atomic; another host may have won the race, which is fine.
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    meta = {"key": key, "tokenizer": tokenizer.fingerprint, "num_pairs": len(data)}
+    meta["split_size"] = split_size
+    if storage.is_remote(directory):
+        # Object stores have no atomic directory rename: meta.json, written last, marks the
+        # arrays complete (a concurrent host writes the same bytes).
+        for field in _FIELDS:
+            with (directory / f"{field}.npy").open("wb") as f:
+                np.save(f, getattr(data, field))
+        meta_path.write_text(json.dumps(meta))
+    else:
+        tmp = directory.parent / f"{directory.name}.tmp{os.getpid()}"
+        tmp.mkdir(parents=True, exist_ok=True)
+        for field in _FIELDS:
+            np.save(tmp / f"{field}.npy", getattr(data, field))
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        try:
+            os.replace(tmp, directory)  # Atomic; another host may have won the race: fine.
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
     logging.info("Tokenized %d pairs into %s", len(data), directory)
     return data, split_size
+
+
+def _load(path) -> np.ndarray:
+    """A cached array: memory-mapped from a local file, read whole from an object store."""
+    if storage.is_remote(path):
+        with path.open("rb") as f:
+            return np.load(f)
+    return np.load(path, mmap_mode="r")
 
 
 def filter_by_length(data: TokenizedPairs, max_len: int) -> tuple[TokenizedPairs, int]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import pathlib
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
 
-PAD_ID, EOS_ID, BOS_ID, UNK_ID = 0, 1, 2, 3
+from transformer_jax import storage
+from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
 _SPECIAL_PIECES = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>"}
 
 
@@ -106,16 +107,12 @@ class Tokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Writes the model file (atomically, so concurrent writers never leave half a file)."""
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        tmp.write_bytes(self._proto)
-        os.replace(tmp, path)
+        storage.write_bytes_atomic(storage.as_path(path), self._proto)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Tokenizer:
         """Reads a model file written by `save` (or any SentencePiece model with our ids)."""
-        path = pathlib.Path(path)
+        path = storage.as_path(path)
         if not path.is_file():
             raise FileNotFoundError(
                 f"{path}: no SentencePiece model there. Check spm_model_path, "

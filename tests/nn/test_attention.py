@@ -1,0 +1,107 @@
+"""Scaled dot-product attention and masks (§3.2.1) against naive references."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from transformer_jax.nn.attention import (
+    causal_mask,
+    combine_masks,
+    dot_product_attention,
+    dot_product_attention_weights,
+    padding_mask,
+    segment_mask,
+)
+
+B, T, S, N, H = 2, 3, 5, 7, 11  # All different: a transposed axis cannot pass.
+
+
+def _qkv(seed=0, dtype=jnp.float32):
+    k1, k2, k3 = jax.random.split(jax.random.key(seed), 3)
+    q = jax.random.normal(k1, (B, T, N, H), dtype)
+    k = jax.random.normal(k2, (B, S, N, H), dtype)
+    v = jax.random.normal(k3, (B, S, N, H), dtype)
+    return q, k, v
+
+
+def test_shapes_and_rows_sum_to_one():
+    q, k, v = _qkv()
+    out, w = dot_product_attention(q, k, v, return_weights=True)
+    assert out.shape == (B, T, N, H)
+    assert w.shape == (B, N, T, S)
+    np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-6)
+
+
+def test_matches_naive_per_head_loop():
+    q, k, v = _qkv(1)
+    tokens = jnp.array([[5, 4, 3, 0, 0], [1, 2, 3, 4, 9]])
+    mask = padding_mask(tokens)
+    out = dot_product_attention(q, k, v, mask)
+    qn, kn, vn, mn = map(np.asarray, (q, k, v, tokens != 0))
+    for b in range(B):
+        for n in range(N):
+            logits = qn[b, :, n] @ kn[b, :, n].T / np.sqrt(H)  # [T, S]
+            logits = np.where(mn[b][None], logits, -np.inf)
+            p = np.exp(logits - logits.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            np.testing.assert_allclose(out[b, :, n], p @ vn[b, :, n], rtol=1e-5, atol=1e-5)
+
+
+def test_fully_masked_row_is_finite_and_zero():
+    q, k, v = _qkv(2)
+    mask = jnp.zeros((B, 1, T, S), bool).at[:, :, 0].set(True)  # only query 0 sees keys
+    out, w = dot_product_attention(q, k, v, mask, return_weights=True)
+    assert np.isfinite(np.asarray(out)).all()
+    np.testing.assert_array_equal(out[:, 1:], 0.0)
+    np.testing.assert_allclose(w[:, :, 0].sum(-1), 1.0, rtol=1e-6)
+
+
+def test_gradient_finite_with_masked_rows():
+    q, k, v = _qkv(3)
+    mask = jnp.zeros((B, 1, T, S), bool)
+    g = jax.grad(lambda q: dot_product_attention(q, k, v, mask).sum())(q)
+    assert np.isfinite(np.asarray(g)).all()
+
+
+def test_bfloat16_close_to_float32():
+    q, k, v = _qkv(4)
+    ref = dot_product_attention(q, k, v)
+    low = dot_product_attention(*(x.astype(jnp.bfloat16) for x in (q, k, v)))
+    assert low.dtype == jnp.bfloat16
+    np.testing.assert_allclose(low.astype(jnp.float32), ref, atol=5e-2)
+
+
+def test_mask_builders():
+    tokens = jnp.array([[7, 8, 0], [9, 0, 0]])
+    np.testing.assert_array_equal(padding_mask(tokens)[:, 0, 0], tokens != 0)
+    assert padding_mask(tokens).shape == (2, 1, 1, 3)
+    c = causal_mask(4)
+    assert c.shape == (1, 1, 4, 4)
+    np.testing.assert_array_equal(c[0, 0], np.tril(np.ones((4, 4), bool)))
+    seg = jnp.array([[1, 1, 2, 0]])
+    m = segment_mask(seg, seg)[0, 0]
+    expected = np.array(
+        [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]], bool
+    )  # padding attends nowhere
+    np.testing.assert_array_equal(m, expected)
+    both = combine_masks(causal_mask(4), segment_mask(seg, seg))
+    np.testing.assert_array_equal(both[0, 0], np.tril(expected))
+    assert combine_masks(None, None) is None
+
+
+def test_attention_dropout_needs_key_and_keeps_expectation():
+    q, k, v = _qkv(5)
+    with pytest.raises(ValueError, match="rng"):
+        dot_product_attention(q, k, v, dropout_rate=0.5, deterministic=False)
+    out = dot_product_attention(
+        q, k, v, dropout_rate=0.5, dropout_rng=jax.random.key(0), deterministic=False
+    )
+    assert not np.allclose(out, dot_product_attention(q, k, v))
+
+
+def test_weights_function_matches_softmax():
+    q, k, _ = _qkv(6)
+    w = dot_product_attention_weights(q, k)
+    ref = jax.nn.softmax(jnp.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(H), -1)
+    np.testing.assert_allclose(w, ref, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,256 @@
+"""Read a training workdir for inference: its model config, tokenizer and (averaged) parameters.
+
+The layout is `transformer_jax.workdir`'s: model.json gives the model (name and fields; for a
+0.1 workdir without it, config.json and tokenizer.model do), tokenizer.model the vocabulary,
+and only the `params` of the `state` item of `checkpoints/<step>/` are read. Nothing here
+imports the training code.
+
+Every problem a user can meet (a wrong path, a missing or damaged file, a step that is not
+there, a checkpoint whose shapes do not match config.json) raises `CheckpointError`, whose
+message names the file, what is wrong with it, and what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+from etils import epath
+from flax import nnx
+from jax.sharding import NamedSharding
+
+from transformer_jax import models
+from transformer_jax.data.tokenizer import Tokenizer
+from transformer_jax.workdir import CheckpointError, Workdir
+
+
+def _brief(error: Exception) -> str:
+    """The gist of an Orbax/TensorStore error (without its pages of TensorStore spec)."""
+    text = f"{type(error).__name__}: {error}".split(" [tensorstore_spec")[0]
+    return text if len(text) <= 400 else text[:400] + " ..."
+
+
+def _key_name(key) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
+    """`"decoder/layers/0/ffn/w1/value" -> (shape, dtype)` for every array leaf of `tree`."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {
+        "/".join(_key_name(k) for k in path): (tuple(leaf.shape), str(np.dtype(leaf.dtype)))
+        for path, leaf in leaves
+    }
+
+
+# ---------------------------------------------------------------------------- workdir files
+def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> Tokenizer:
+    """The tokenizer of the run: `workdir/tokenizer.model`, else `data.spm_model_path`."""
+    path = workdir.tokenizer_model
+    external = config.get("data", {}).get("spm_model_path")
+    if not path.is_file() and external:
+        path = epath.Path(external)
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path}: tokenizer.model is missing. Copy the SentencePiece model the run was "
+            f"trained with into the workdir (train.py writes it there)."
+        )
+    try:
+        return Tokenizer(path.read_bytes(), origin=str(path))
+    except (OSError, RuntimeError, ValueError, TypeError) as e:
+        raise CheckpointError(
+            f"{path}: tokenizer.model is not a usable SentencePiece model ({e}). Copy the "
+            f"tokenizer.model the run was trained with back into the workdir."
+        ) from e
+
+
+def load_model_config(
+    workdir: Workdir, config: ml_collections.ConfigDict, tokenizer: Tokenizer | None
+) -> Any:
+    """The model's config dataclass: from model.json, or for a 0.1 workdir from config.json's
+    model section with the tokenizer's vocabulary and `data.max_len` (what training used)."""
+    fields = workdir.read_model()
+    source = workdir.model_json
+    if fields is None:
+        source = workdir.config_json
+        fields = dict(config.model)
+        if tokenizer is not None:
+            fields.setdefault("vocab_size", tokenizer.vocab_size)
+        fields.setdefault("max_len", config.get("data", {}).get("max_len"))
+    try:
+        return models.build_config(fields)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise CheckpointError(
+            f"{source}: its model section does not make a valid model config ({e}). Fix the "
+            f"field named above."
+        ) from e
+
+
+@functools.lru_cache(maxsize=4)
+def abstract_model(cfg: Any):
+    """(graphdef, abstract parameters) of the model of `cfg`, traced once per config."""
+    return models.abstract_model(cfg)
+
+
+# ---------------------------------------------------------------------------- checkpoints
+def checkpoint_steps(workdir: Workdir) -> list[int]:
+    """The saved steps under `workdir/checkpoints`, ascending.
+
+    Orbax writes a step into a temporary directory and renames it to `<step>` when complete,
+    so only all-digit names count.
+    """
+    root = workdir.checkpoints
+    if not root.is_dir():
+        raise CheckpointError(
+            f"{root}: no checkpoints directory. Train first (python train.py "
+            f"--workdir={workdir}); checkpoints appear every config.checkpoint_every steps."
+        )
+    steps = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and p.is_dir())
+    if not steps:
+        raise CheckpointError(
+            f"{root}: no checkpoints. Train first (python train.py --workdir={workdir}), or "
+            f"wait for the first save (config.checkpoint_every steps)."
+        )
+    return steps
+
+
+def select_steps(workdir: Workdir, step: int | None = None, average_last: int = 0) -> list[int]:
+    """The steps to load: `[step]` (default the latest), or the `average_last` ending there."""
+    if not isinstance(average_last, int) or isinstance(average_last, bool) or average_last < 0:
+        raise CheckpointError(f"average_last must be an integer >= 0, got {average_last!r}.")
+    steps = checkpoint_steps(workdir)
+    if step is None:
+        step = steps[-1]
+    elif step not in steps:
+        raise CheckpointError(
+            f"{workdir.checkpoints / str(step)}: step {step} does not exist; the saved "
+            f"steps are {steps}. Pass one of them (or no step for the latest)."
+        )
+    upto = [s for s in steps if s <= step]
+    count = max(average_last, 1)
+    if count > len(upto):
+        raise CheckpointError(
+            f"{workdir.checkpoints}: average_last={average_last} needs {count} checkpoints "
+            f"up to step {step}, but only {upto} are saved (config.keep_checkpoints keeps "
+            f"that many). Average fewer."
+        )
+    return upto[-count:]
+
+
+def _state_dir(workdir: Workdir, step: int) -> epath.Path:
+    step_dir = workdir.checkpoints / str(step)
+    state_dir = step_dir / "state"
+    if not state_dir.is_dir():
+        raise CheckpointError(
+            f"{state_dir}: the checkpoint of step {step} has no `state` item (a partial or "
+            f"interrupted save). Pass another --step, or delete {step_dir}."
+        )
+    return state_dir
+
+
+def _check_shapes(state_dir: epath.Path, handler, abstract_params) -> None:
+    """Compare the saved parameter shapes with the model config.json describes."""
+    try:
+        saved_tree = handler.metadata(state_dir).tree
+        saved = _flat_shapes(saved_tree["params"])
+    except Exception as e:  # Orbax raises many types for unreadable metadata.
+        raise CheckpointError(
+            f"{state_dir}: cannot read the checkpoint's metadata ({_brief(e)}). "
+            f"The save is damaged; pass another --step or delete it."
+        ) from e
+    wanted = _flat_shapes(abstract_params)
+    problems = [f"{k}: missing from the checkpoint" for k in sorted(set(wanted) - set(saved))]
+    problems += [
+        f"{k}: in the checkpoint but not in the model" for k in sorted(set(saved) - set(wanted))
+    ]
+    problems += [
+        f"{k}: checkpoint shape {saved[k][0]} but config.json gives {wanted[k][0]}"
+        for k in sorted(set(saved) & set(wanted))
+        if saved[k][0] != wanted[k][0]
+    ]
+    if problems:
+        shown = problems[:8] + ([f"... and {len(problems) - 8} more"] if len(problems) > 8 else [])
+        raise CheckpointError(
+            f"{state_dir}: the checkpoint does not fit the model of config.json and "
+            f"tokenizer.model (incompatible parameter shapes):\n  "
+            + "\n  ".join(shown)
+            + "\nUse the config.json and tokenizer.model the checkpoint was trained with."
+        )
+
+
+def restore_params(
+    workdir: Workdir, step: int, abstract_params: nnx.State, sharding: NamedSharding
+) -> nnx.State:
+    """The parameters of one step, placed with `sharding`; the optimizer state is not read.
+
+    Orbax restores into `jax.ShapeDtypeStruct(..., sharding=sharding)` targets with
+    `partial_restore=True`, so only the leaves under `params` are read from disk.
+    """
+    import orbax.checkpoint as ocp
+
+    state_dir = _state_dir(workdir, step)
+    handler = ocp.PyTreeCheckpointHandler()
+    try:
+        _check_shapes(state_dir, handler, abstract_params)
+        target = {
+            "params": jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+                abstract_params,
+            )
+        }
+        try:
+            restored = handler.restore(
+                state_dir,
+                args=ocp.args.PyTreeRestore(
+                    item=target,
+                    restore_args=ocp.checkpoint_utils.construct_restore_args(target),
+                    partial_restore=True,
+                ),
+            )
+        except Exception as e:  # Orbax/TensorStore errors for missing or damaged array files.
+            raise CheckpointError(
+                f"{state_dir}: cannot read the parameters of step {step} ({_brief(e)}). The save "
+                f"is damaged; pass another --step or delete it."
+            ) from e
+    finally:
+        handler.close()
+    return restored["params"]
+
+
+def average_params(trees: list[nnx.State]) -> nnx.State:
+    """Element-wise mean of parameter trees, accumulated in float32 (§6.1: "we used a single
+    model obtained by averaging the last 5 checkpoints")."""
+    total = jax.tree.map(lambda x: x.astype(jnp.float32), trees[0])
+    for tree in trees[1:]:
+        total = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), total, tree)
+    return jax.tree.map(lambda s, x: (s / len(trees)).astype(x.dtype), total, trees[0])
+
+
+def load_model(
+    workdir: Workdir,
+    config: ml_collections.ConfigDict,
+    tokenizer: Tokenizer | None,
+    step: int | None = None,
+    average_last: int = 0,
+) -> tuple[nnx.Module, list[int]]:
+    """Any registered model with the parameters of `step` (or the mean of `average_last`
+    checkpoints), replicated on this host's devices.
+
+    Returns:
+      (the model, the steps whose parameters were loaded).
+    """
+    cfg = load_model_config(workdir, config, tokenizer)
+    steps = select_steps(workdir, step, average_last)
+    graphdef, abstract_params = abstract_model(cfg)
+    mesh = jax.sharding.Mesh(np.asarray(jax.local_devices()), ("data",))
+    replicated = NamedSharding(mesh, jax.sharding.PartitionSpec())
+    trees = [restore_params(workdir, s, abstract_params, replicated) for s in steps]
+    params = trees[0] if len(trees) == 1 else average_params(trees)
+    return nnx.merge(graphdef, params), steps

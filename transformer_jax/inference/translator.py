@@ -1,0 +1,274 @@
+"""Translate text with a trained run: load a checkpoint (or the mean of several), batch, decode.
+
+    translator = Translator.from_checkpoint("runs/default", average_last=3)
+    translator.translate(["twenty-one", "three hundred"])  # beam 4, alpha 0.6 (§6.1)
+    result = translator.attention("twenty-one")  # every attention weight, per layer and head
+
+Inputs are sorted by length and decoded in batches whose source length is padded to a multiple
+of 16 tokens, so a whole file compiles a handful of programs; outputs come back in input order.
+The parameters are replicated on the local devices and each batch is split over them.
+
+Letters: B batch, S source length, T target length, N heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from transformer_jax.inference import loading
+from transformer_jax.inference.decoding import beam_search, greedy_decode
+from transformer_jax.models.encoder_decoder import Transformer
+from transformer_jax.workdir import CheckpointError, Workdir
+
+LENGTH_STEP = 16  # Source lengths are padded to a multiple of this: few compiled shapes.
+ATTENTION_KINDS = ("encoder", "decoder_self", "decoder_cross")
+
+__all__ = ["ATTENTION_KINDS", "AttentionResult", "CheckpointError", "Translator"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionResult:
+    """Attention weights of one sentence pair, as numpy arrays, one per layer.
+
+    Attributes:
+      source_tokens: the S source pieces, ending with "</s>".
+      target_tokens: the T decoder input pieces, "<s>" then the target's pieces; row t of a
+        decoder map is the position that predicts `output_tokens[t]`.
+      output_tokens: the T pieces the decoder is trained to produce there (target, "</s>").
+      encoder: per layer `[N, S, S]` (query source position, key source position).
+      decoder_self: per layer `[N, T, T]` (causal: zero above the diagonal).
+      decoder_cross: per layer `[N, T, S]` (target query, source key).
+    """
+
+    source_tokens: list[str]
+    target_tokens: list[str]
+    output_tokens: list[str]
+    encoder: list[np.ndarray]
+    decoder_self: list[np.ndarray]
+    decoder_cross: list[np.ndarray]
+
+    def weights(self, kind: str) -> list[np.ndarray]:
+        """The per-layer arrays of `kind`: "encoder", "decoder_self" or "decoder_cross"."""
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"attention kind {kind!r} is not one of {ATTENTION_KINDS}.")
+        return getattr(self, kind)
+
+    def labels(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query labels, key labels) of the maps of `kind`."""
+        if kind == "encoder":
+            return self.source_tokens, self.source_tokens
+        if kind == "decoder_self":
+            return self.target_tokens, self.target_tokens
+        if kind == "decoder_cross":
+            return self.target_tokens, self.source_tokens
+        raise ValueError(f"attention kind {kind!r} is not one of {ATTENTION_KINDS}.")
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _forward_with_attention(graphdef, params, src, tgt_in):
+    model = nnx.merge(graphdef, params)
+    _, weights = model(src, tgt_in, return_attention=True)
+    return weights
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+class Translator:
+    """A Transformer with its tokenizer, ready to translate text.
+
+    Build it with `Translator.from_checkpoint(workdir)`, or directly from a model and tokenizer.
+
+    Attributes:
+      model: the `Transformer` (parameters replicated on the local devices).
+      tokenizer: the run's `transformer_jax.data.Tokenizer`.
+      steps: the checkpoint steps whose parameters were loaded (averaged when several).
+      config: the run's ml_collections config (None when built from a model).
+      workdir: the run's directory (None when built from a model).
+    """
+
+    def __init__(
+        self, model: Transformer, tokenizer, *, steps=(), config=None, workdir=None, mesh=None
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.steps = tuple(steps)
+        self.config = config
+        self.workdir = workdir
+        # Without a mesh, batches are split over this host's devices. With one (the training
+        # mesh, whose parameters may span hosts) every process feeds the same full batch.
+        self._global_mesh = mesh
+        self._mesh = Mesh(np.asarray(jax.local_devices()), ("data",)) if mesh is None else mesh
+
+    # ------------------------------------------------------------------------------ loading
+    @classmethod
+    def from_checkpoint(
+        cls, workdir: str | os.PathLike, step: int | None = None, average_last: int = 0
+    ) -> Translator:
+        """Loads a train.py workdir: config.json, tokenizer.model and a checkpoint's parameters.
+
+        Args:
+          workdir: the run's directory.
+          step: the checkpoint step to load; default the latest.
+          average_last: if > 1, the element-wise mean of the parameters of the last
+            `average_last` checkpoints up to `step` (§6.1 averages the last 5 for base models).
+
+        Raises:
+          CheckpointError: the workdir, one of its files or the checkpoint cannot be used; the
+            message names the file and what to do.
+        """
+        workdir = Workdir.at(workdir).require()
+        config = workdir.read_config()
+        if config.model.name != "encoder_decoder":
+            raise CheckpointError(
+                f"{workdir.config_json}: the run trained a {config.model.name!r} model; "
+                f"Translator needs an 'encoder_decoder'."
+            )
+        tokenizer = loading.load_tokenizer(workdir, config)
+        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last)
+        return cls(model, tokenizer, steps=steps, config=config, workdir=workdir)
+
+    # ------------------------------------------------------------------------------ encoding
+    def _encode(self, texts: Sequence[str]) -> list[list[int] | None]:
+        """Source ids + eos per text (None for a blank one), truncated to the model's max_len."""
+        max_len = self.model.cfg.max_len
+        out: list[list[int] | None] = []
+        truncated = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"texts[{i}] is a {type(text).__name__}, not a str.")
+            if not text.strip():
+                out.append(None)
+                continue
+            ids = self.tokenizer.encode(text)
+            if len(ids) > max_len - 1:
+                truncated.append(i)
+                ids = ids[: max_len - 1]
+            out.append(ids + [self.tokenizer.eos_id])
+        if truncated:
+            warnings.warn(
+                f"{len(truncated)} input(s) longer than the model's max_len={max_len} tokens "
+                f"(eos included) were truncated; the first is input {truncated[0]} (0-based).",
+                stacklevel=3,
+            )
+        return out
+
+    def _rows(self, count: int, batch_size: int) -> int:
+        """Rows of a batch of `count` sentences: a power of two up to `batch_size` (few shapes),
+        a multiple of the device count (the batch is split over the devices)."""
+        rows = batch_size if count >= batch_size else 1 << max(count - 1, 0).bit_length()
+        return _round_up(min(rows, batch_size), self._mesh.size)
+
+    def _decode_batch(self, src: np.ndarray, beam_size: int, alpha: float, max_len) -> np.ndarray:
+        """Best output ids `[B, L]` for padded sources `[B, S]`."""
+        if self._global_mesh is None:
+            src = jax.device_put(src, NamedSharding(self._mesh, PartitionSpec("data")))
+        else:
+            replicated = NamedSharding(self._global_mesh, PartitionSpec())
+            src = jax.make_array_from_process_local_data(replicated, src)
+        if beam_size == 1:
+            tokens, _ = greedy_decode(self.model, src, max_len=max_len)
+        else:
+            tokens, _ = beam_search(
+                self.model, src, beam_size=beam_size, alpha=alpha, max_len=max_len
+            )
+            tokens = tokens[:, 0]
+        return np.asarray(jax.device_get(tokens))
+
+    # ------------------------------------------------------------------------------ translate
+    def translate(
+        self,
+        texts: Sequence[str],
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        batch_size: int = 64,
+        max_len: int | None = None,
+        *,
+        progress: bool = False,
+    ) -> list[str]:
+        """Translates `texts`; the outputs are in the same order.
+
+        Blank texts give "" without decoding; texts longer than the model's `max_len` tokens are
+        truncated (with a warning); characters the tokenizer never saw become unk.
+
+        Args:
+          texts: source sentences.
+          beam_size: K; 1 decodes greedily, more runs beam search (§6.1: K=4).
+          alpha: the beam search's length-penalty exponent (§6.1: 0.6).
+          batch_size: sentences decoded together (rounded up to a multiple of the devices).
+          max_len: most output tokens; default source length + 50 (§6.1), capped at the
+            model's max_len.
+          progress: show a progress bar on stderr.
+
+        Returns:
+          One translation per text.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of strings; wrap a single one: [text].")
+        if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
+            raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}.")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        encoded = self._encode(texts)
+        todo = [i for i, ids in enumerate(encoded) if ids is not None]
+        todo.sort(key=lambda i: len(encoded[i]))
+        outputs = [""] * len(texts)
+        from tqdm.auto import tqdm
+
+        with tqdm(
+            total=len(texts), disable=not progress, file=sys.stderr, unit="sent", leave=False
+        ) as bar:
+            bar.update(len(texts) - len(todo))
+            for start in range(0, len(todo), batch_size):
+                idx = todo[start : start + batch_size]
+                length = _round_up(max(len(encoded[i]) for i in idx), LENGTH_STEP)
+                src = np.zeros((self._rows(len(idx), batch_size), length), np.int32)
+                for row, i in enumerate(idx):
+                    src[row, : len(encoded[i])] = encoded[i]
+                tokens = self._decode_batch(src, beam_size, alpha, max_len)
+                for row, i in enumerate(idx):
+                    outputs[i] = self.tokenizer.decode(tokens[row])
+                bar.update(len(idx))
+        return outputs
+
+    # ------------------------------------------------------------------------------ attention
+    def attention(self, source: str, target: str | None = None) -> AttentionResult:
+        """Every attention weight of the model on one sentence pair (teacher-forced).
+
+        Args:
+          source: the source sentence.
+          target: its translation; default the model's own greedy translation.
+
+        Returns:
+          An `AttentionResult`: per layer `[N, q, k]` arrays and the token pieces on each axis.
+        """
+        (src_ids,) = self._encode([source])
+        if src_ids is None:
+            raise ValueError("attention: the source is empty; there is nothing to attend to.")
+        if target is None:
+            target = self.translate([source], beam_size=1)[0]
+        tgt_ids = self.tokenizer.encode(target)[: self.model.cfg.max_len - 1]
+        tok = self.tokenizer
+        tgt_in = [tok.bos_id] + tgt_ids
+        graphdef, params = nnx.split(self.model)
+        weights = _forward_with_attention(
+            graphdef, params, np.asarray([src_ids], np.int32), np.asarray([tgt_in], np.int32)
+        )
+        weights = jax.device_get(weights)
+        return AttentionResult(
+            source_tokens=[tok.id_to_piece(i) for i in src_ids],
+            target_tokens=[tok.id_to_piece(i) for i in tgt_in],
+            output_tokens=[tok.id_to_piece(i) for i in tgt_ids + [tok.eos_id]],
+            **{kind: [np.asarray(w[0]) for w in weights[kind]] for kind in ATTENTION_KINDS},
+        )

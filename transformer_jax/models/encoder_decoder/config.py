@@ -1,0 +1,133 @@
+"""The encoder-decoder's hyper-parameters: one frozen dataclass, with the Table 3 presets.
+
+`TransformerConfig.base(vocab_size=37000)` and `TransformerConfig.big(...)` reproduce the two
+rows of Table 3 of Vaswani et al. (2017); `tiny` is a small model for tests and laptops. These
+presets are the only place the paper's sizes are written; training configs start from them
+(`transformer_jax.models.config_section("encoder_decoder", "base")`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax.numpy as jnp
+
+from transformer_jax.nn.layers import ACTIVATIONS
+from transformer_jax.tokens import PAD_ID
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Shape and behaviour of the encoder-decoder Transformer.
+
+    Every field is validated on construction; a bad value raises `ValueError` naming the field.
+    """
+
+    vocab_size: int  # Shared source/target vocabulary size (§3.4: one vocabulary, one embedding).
+    num_encoder_layers: int = 6  # N for the encoder stack (§3.1).
+    num_decoder_layers: int = 6  # N for the decoder stack (§3.1).
+    d_model: int = 512  # Width of every residual stream (§3.1).
+    num_heads: int = 8  # h, parallel attention heads (§3.2.2); d_k = d_v = d_model / h.
+    d_ff: int = 2048  # Inner width of the position-wise feed-forward network (§3.3).
+    dropout_rate: float = 0.1  # P_drop on sublayer outputs and embedding sums (§5.4).
+    attention_dropout_rate: float = 0.0  # Dropout on attention weights (not in the paper).
+    norm: str = "post"  # "post" = LayerNorm(x + Sublayer(x)) as in §3.1; "pre" = x + ...
+    activation: str = "relu"  # FFN non-linearity, ReLU in eq. (2); "gelu" (erf), "gelu_tanh".
+    positional: str = "sinusoidal"  # §3.5; learned: §6.3.
+    max_len: int = 256  # Longest sequence for learned positions and the decoding cache.
+    share_embeddings: bool = True  # One embedding matrix for source and target (§3.4).
+    tie_output: bool = True  # Pre-softmax projection = (target) embedding transposed (§3.4).
+    use_bias: bool = True  # Biases in attention projections.
+    layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
+    dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
+    pad_id: int = PAD_ID  # Token id that is padding; it never influences a non-pad output.
+
+    def __post_init__(self):
+        def positive(name):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(
+                    f"TransformerConfig.{name} must be a positive integer, got {value!r}."
+                )
+
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+            positive(name)
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(
+                    f"TransformerConfig.{name} must be a non-negative integer, got {value!r}."
+                )
+        if self.d_model % self.num_heads:
+            raise ValueError(
+                f"TransformerConfig.d_model={self.d_model} is not divisible by "
+                f"num_heads={self.num_heads}: pick d_model = num_heads * head_dim."
+            )
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"TransformerConfig.d_model={self.d_model} must be even for sinusoidal positions "
+                "(sin and cos come in pairs, §3.5)."
+            )
+        for name in ("dropout_rate", "attention_dropout_rate"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"TransformerConfig.{name} must be in [0, 1), got {value!r}.")
+        choices = {
+            "norm": ("post", "pre"),
+            "activation": tuple(ACTIVATIONS),
+            "positional": ("sinusoidal", "learned"),
+            "dtype": tuple(DTYPES),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"TransformerConfig.{name}={getattr(self, name)!r} is not one of {allowed}."
+                )
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(
+                f"TransformerConfig.pad_id={self.pad_id} is outside the vocabulary "
+                f"[0, {self.vocab_size})."
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """d_k = d_v = d_model / h (§3.2.2)."""
+        return self.d_model // self.num_heads
+
+    @property
+    def compute_dtype(self):
+        """The jnp dtype used for activations and matrix products."""
+        return DTYPES[self.dtype]
+
+    def replace(self, **changes) -> TransformerConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    PRESETS = ("base", "big", "tiny")  # Class methods giving named sizes.
+
+    @classmethod
+    def base(cls, vocab_size: int = 37000, **overrides) -> TransformerConfig:
+        """Table 3, row "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (about 63M params)."""
+        return cls(vocab_size=vocab_size, **overrides)
+
+    @classmethod
+    def big(cls, vocab_size: int = 37000, **overrides) -> TransformerConfig:
+        """Table 3, row "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3 (about 213M)."""
+        fields = dict(d_model=1024, d_ff=4096, num_heads=16, dropout_rate=0.3)
+        return cls(vocab_size=vocab_size, **{**fields, **overrides})
+
+    @classmethod
+    def tiny(cls, vocab_size: int = 64, **overrides) -> TransformerConfig:
+        """A two-layer, 32-wide model for tests and quick experiments."""
+        fields = dict(
+            num_encoder_layers=2,
+            num_decoder_layers=2,
+            d_model=32,
+            num_heads=4,
+            d_ff=64,
+            dropout_rate=0.0,
+            max_len=64,
+        )
+        return cls(vocab_size=vocab_size, **{**fields, **overrides})

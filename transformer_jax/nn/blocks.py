@@ -1,0 +1,260 @@
+"""The residual `Block` and the `Stack` of blocks that every model is built from (§3.1).
+
+One block is self-attention (causal or not), optional cross-attention over a memory, and the
+position-wise feed-forward network, each a residual sublayer with post-LN (the paper) or pre-LN.
+The encoder of the paper is a stack of non-causal blocks, its decoder a stack of causal blocks
+with cross-attention; a GPT is the decoder without cross-attention, BERT and ViT the encoder.
+
+Letters: B batch, T query length, S memory length, C cache length, N heads, D model dim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Bool, Float
+
+from transformer_jax.nn.attention import causal_mask, combine_masks, dropout
+from transformer_jax.nn.layers import FeedForward, LayerNorm
+from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
+from transformer_jax.sharding import constrain_batch
+
+NORMS = ("post", "pre")
+SelfMask = Bool[Array, "#B #N #T #T"]
+CrossMask = Bool[Array, "#B #N #T #S"]
+CacheMask = Bool[Array, "#B #N #T #C"]
+
+
+def fold(rng: jax.Array | None, i: int) -> jax.Array | None:
+    """A distinct key per sublayer and layer; `None` stays `None` (deterministic runs)."""
+    return None if rng is None else jax.random.fold_in(rng, i)
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockSpec:
+    """What one block is made of; every model states it explicitly.
+
+    Attributes:
+      d_model, num_heads, d_ff: widths (§3.1-§3.3).
+      causal: self-attention sees only earlier positions (§3.2.3).
+      cross_attention: add attention over a memory (encoder-decoder attention, §3.2.3).
+      norm: "post" = LayerNorm(x + Sublayer(x)) (§3.1); "pre" = x + Sublayer(LayerNorm(x)).
+      activation: FFN non-linearity, a key of `transformer_jax.nn.layers.ACTIVATIONS`.
+      dropout_rate: on every sublayer output before the residual sum (§5.4).
+      attention_dropout_rate: on the attention weights.
+      use_bias: biases in the attention projections.
+      layer_norm_eps: LayerNorm epsilon.
+      dtype: computation dtype (parameters stay float32).
+    """
+
+    d_model: int
+    num_heads: int
+    d_ff: int
+    causal: bool
+    cross_attention: bool = False
+    norm: str = "post"
+    activation: str = "relu"
+    dropout_rate: float = 0.0
+    attention_dropout_rate: float = 0.0
+    use_bias: bool = True
+    layer_norm_eps: float = 1e-6
+    dtype: object = jnp.float32
+
+
+class Block(nnx.Module):
+    """Self-attention, optional cross-attention, feed-forward: each a residual sublayer."""
+
+    def __init__(self, spec: BlockSpec, *, rngs: nnx.Rngs):
+        if spec.norm not in NORMS:
+            raise ValueError(f"Block norm must be one of {NORMS}, got {spec.norm!r}.")
+        self.spec = spec
+
+        def attention():
+            return MultiHeadAttention(
+                spec.d_model,
+                spec.num_heads,
+                use_bias=spec.use_bias,
+                dropout_rate=spec.attention_dropout_rate,
+                dtype=spec.dtype,
+                rngs=rngs,
+            )
+
+        def norm():
+            return LayerNorm(spec.d_model, eps=spec.layer_norm_eps, dtype=spec.dtype)
+
+        self.self_attn = attention()
+        self.self_attn_norm = norm()
+        if spec.cross_attention:
+            self.cross_attn = attention()
+            self.cross_attn_norm = norm()
+        self.ffn = FeedForward(
+            spec.d_model, spec.d_ff, activation=spec.activation, dtype=spec.dtype, rngs=rngs
+        )
+        self.ffn_norm = norm()
+
+    def _residual(self, x, sublayer, norm: LayerNorm, rng, deterministic):
+        """Post-LN `LN(x + Drop(f(x)))` (§3.1, §5.4) or pre-LN `x + Drop(f(LN(x)))`.
+
+        `sublayer(h, rng)` returns `(output, extra)`; `extra` (weights or a cache) is passed on.
+        """
+        inner, outer = fold(rng, 0), fold(rng, 1)
+        rate = self.spec.dropout_rate
+        if self.spec.norm == "post":
+            y, extra = sublayer(x, inner)
+            return norm(x + dropout(y, rate, outer, deterministic)), extra
+        y, extra = sublayer(norm(x), inner)
+        return x + dropout(y, rate, outer, deterministic), extra
+
+    def _ffn(self, x, rng, deterministic):
+        return self._residual(
+            x, lambda h, _: (self.ffn(h), None), self.ffn_norm, rng, deterministic
+        )
+
+    def __call__(
+        self,
+        x: Float[Array, "B T D"],
+        mask: SelfMask | None,
+        *,
+        memory: Float[Array, "B S D"] | None = None,
+        cross_mask: CrossMask | None = None,
+        rng: jax.Array | None = None,
+        deterministic: bool = True,
+    ) -> tuple[Float[Array, "B T D"], dict[str, Array]]:
+        """A full-sequence pass (training, scoring).
+
+        Args:
+          x: `[B, T, D]`.
+          mask: self-attention mask (padding or segments); the causal mask is added here when
+            the block is causal.
+          memory: `[B, S, D]`, required with cross-attention.
+          cross_mask: cross-attention mask, broadcastable to `[B, N, T, S]`.
+          rng, deterministic: dropout.
+
+        Returns:
+          The output `[B, T, D]` and the attention weights: `{"self": [B, N, T, T]}` and, with
+          cross-attention, `"cross": [B, N, T, S]`.
+        """
+        if self.spec.causal:
+            mask = combine_masks(causal_mask(x.shape[1]), mask)
+
+        def self_attention(h, key):
+            return self.self_attn(h, h, mask, rng=key, deterministic=deterministic)
+
+        # Sublayer keys: 0 self-attention, 1 cross-attention, 2 feed-forward.
+        x, weights = self._residual(
+            x, self_attention, self.self_attn_norm, fold(rng, 0), deterministic
+        )
+        out = {"self": weights}
+        if self.spec.cross_attention:
+            if memory is None:
+                raise ValueError("Block with cross_attention needs memory=[B, S, D].")
+
+            def cross_attention(h, key):
+                return self.cross_attn(h, memory, cross_mask, rng=key, deterministic=deterministic)
+
+            x, out["cross"] = self._residual(
+                x, cross_attention, self.cross_attn_norm, fold(rng, 1), deterministic
+            )
+        x, _ = self._ffn(x, fold(rng, 2), deterministic)
+        return x, out
+
+    # ---------------------------------------------------------------------------- decoding
+    def init_cache(self, batch: int, length: int, memory: Float[Array, "B S D"] | None = None):
+        """`{"self": KVCache}` for `length` positions, plus `"cross": MemoryKV` of `memory`."""
+        cache = {"self": self.self_attn.init_cache(batch, length)}
+        if self.spec.cross_attention:
+            if memory is None:
+                raise ValueError("Block with cross_attention needs memory to build its cache.")
+            cache["cross"] = self.cross_attn.memory(memory)
+        return cache
+
+    def decode(
+        self,
+        x: Float[Array, "B T D"],
+        cache: dict[str, KVCache | MemoryKV],
+        mask: CacheMask | None = None,
+        cross_mask: CrossMask | None = None,
+    ) -> tuple[Float[Array, "B T D"], dict[str, KVCache | MemoryKV]]:
+        """The next `T` positions through the cache (inference: no dropout).
+
+        `mask` further restricts the cached self-attention (e.g. a prompt's padding);
+        causality comes from the cache. Returns the output and the new cache.
+        """
+        new = dict(cache)
+
+        def self_attention(h, _):
+            return self.self_attn.cached(h, cache["self"], mask)
+
+        x, new["self"] = self._residual(x, self_attention, self.self_attn_norm, None, True)
+        if self.spec.cross_attention:
+
+            def cross_attention(h, _):
+                return self.cross_attn.cached(h, cache["cross"], cross_mask)
+
+            x, new["cross"] = self._residual(x, cross_attention, self.cross_attn_norm, None, True)
+        x, _ = self._ffn(x, None, True)
+        return x, new
+
+
+class Stack(nnx.Module):
+    """`num_layers` identical blocks; pre-LN adds a final LayerNorm (the residual stream is
+    never normalised otherwise)."""
+
+    def __init__(self, spec: BlockSpec, num_layers: int, *, rngs: nnx.Rngs):
+        self.layers = nnx.List([Block(spec, rngs=rngs) for _ in range(num_layers)])
+        self.final_norm = (
+            LayerNorm(spec.d_model, eps=spec.layer_norm_eps, dtype=spec.dtype)
+            if spec.norm == "pre"
+            else None
+        )
+
+    def _finish(self, x):
+        return x if self.final_norm is None else self.final_norm(x)
+
+    def __call__(
+        self,
+        x: Float[Array, "B T D"],
+        mask: SelfMask | None,
+        *,
+        memory: Float[Array, "B S D"] | None = None,
+        cross_mask: CrossMask | None = None,
+        rng: jax.Array | None = None,
+        deterministic: bool = True,
+    ) -> tuple[Float[Array, "B T D"], list[dict[str, Array]]]:
+        """`[B, T, D]` -> (`[B, T, D]`, per-layer attention weights as `Block` returns them)."""
+        weights = []
+        for i, layer in enumerate(self.layers):
+            x, w = layer(
+                x,
+                mask,
+                memory=memory,
+                cross_mask=cross_mask,
+                rng=fold(rng, i),
+                deterministic=deterministic,
+            )
+            x = constrain_batch(x)
+            weights.append(w)
+        return self._finish(x), weights
+
+    def init_cache(
+        self, batch: int, length: int, memory: Float[Array, "B S D"] | None = None
+    ) -> tuple[dict, ...]:
+        """One cache per layer (see `Block.init_cache`)."""
+        return tuple(layer.init_cache(batch, length, memory) for layer in self.layers)
+
+    def decode(
+        self,
+        x: Float[Array, "B T D"],
+        caches: tuple[dict, ...],
+        mask: CacheMask | None = None,
+        cross_mask: CrossMask | None = None,
+    ) -> tuple[Float[Array, "B T D"], tuple[dict, ...]]:
+        """The next `T` positions through every layer's cache."""
+        new = []
+        for layer, cache in zip(self.layers, caches, strict=True):
+            x, cache = layer.decode(x, cache, mask, cross_mask)
+            new.append(cache)
+        return self._finish(x), tuple(new)

@@ -1,0 +1,101 @@
+"""Flax NNX layers without attention: LayerNorm, token embedding, position-wise feed-forward.
+
+Letters: B batch, L any length, D model dim, F feed-forward dim, V vocabulary.
+
+Every parameter carries `logical_axes` metadata (names from `transformer_jax.sharding`): the
+sharding rules map those names to mesh axes, so the same model runs data-parallel, FSDP or
+tensor-parallel without a code change.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Float, Int
+
+xavier_uniform = jax.nn.initializers.xavier_uniform
+
+
+# FFN non-linearities by config name. "gelu" is exact (erf), as in BERT and ViT; "gelu_tanh" is
+# the tanh approximation of Hendrycks & Gimpel (2016) that GPT-2 uses.
+ACTIVATIONS = {
+    "relu": jax.nn.relu,
+    "gelu": lambda x: jax.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+}
+
+
+def param(init, key, shape, axes) -> nnx.Param:
+    """A float32 parameter initialised by `init`, carrying its logical axis names for sharding."""
+    return nnx.Param(init(key, shape, jnp.float32), logical_axes=axes)
+
+
+class LayerNorm(nnx.Module):
+    """Layer normalization over the last axis, computed in float32."""
+
+    def __init__(self, dim: int, *, eps: float = 1e-6, dtype=jnp.float32):
+        self.scale = nnx.Param(jnp.ones((dim,), jnp.float32), logical_axes=("embed",))
+        self.bias = nnx.Param(jnp.zeros((dim,), jnp.float32), logical_axes=("embed",))
+        self.eps = eps
+        self.dtype = dtype
+
+    def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
+        x32 = x.astype(jnp.float32)
+        mean = x32.mean(-1, keepdims=True)
+        var = jnp.square(x32 - mean).mean(-1, keepdims=True)
+        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
+        return (y * self.scale[...] + self.bias[...]).astype(self.dtype)
+
+
+class Embedding(nnx.Module):
+    """Token embedding scaled by sqrt(d_model) (§3.4), usable as the tied output projection."""
+
+    def __init__(self, vocab_size: int, d_model: int, *, dtype=jnp.float32, rngs: nnx.Rngs):
+        # std d_model^-0.5, so that the sqrt(d_model) scale gives unit-variance inputs.
+        init = jax.nn.initializers.normal(stddev=d_model**-0.5)
+        self.embedding = param(init, rngs.params(), (vocab_size, d_model), ("vocab", "embed"))
+        self.scale = float(d_model) ** 0.5
+        self.dtype = dtype
+
+    def __call__(self, tokens: Int[Array, "B L"]) -> Float[Array, "B L D"]:
+        table = self.embedding[...]
+        return (jnp.take(table, tokens, axis=0) * self.scale).astype(self.dtype)
+
+    def attend(self, x: Float[Array, "B L D"]) -> Float[Array, "B L V"]:
+        """Pre-softmax logits x E^T with the embedding matrix tied (§3.4); float32 output."""
+        table = self.embedding[...].astype(self.dtype)
+        return jnp.einsum("BLD,VD->BLV", x, table, preferred_element_type=jnp.float32)
+
+
+class FeedForward(nnx.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (§3.3, eq. 2); another of `ACTIVATIONS` as an option."""
+
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        *,
+        activation: str = "relu",
+        dtype=jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"FeedForward activation must be one of {tuple(ACTIVATIONS)}, got {activation!r}."
+            )
+        zeros = jax.nn.initializers.zeros
+        self.w1 = param(xavier_uniform(), rngs.params(), (d_model, d_ff), ("embed", "mlp"))
+        self.b1 = param(zeros, rngs.params(), (d_ff,), ("mlp",))
+        self.w2 = param(xavier_uniform(), rngs.params(), (d_ff, d_model), ("mlp", "embed"))
+        self.b2 = param(zeros, rngs.params(), (d_model,), ("embed",))
+        self.activation = activation
+        self.dtype = dtype
+
+    def __call__(self, x: Float[Array, "B L D"]) -> Float[Array, "B L D"]:
+        dt = self.dtype
+        h = jnp.einsum("BLD,DF->BLF", x.astype(dt), self.w1[...].astype(dt))
+        h = h + self.b1[...].astype(dt)
+        h = ACTIVATIONS[self.activation](h)
+        y = jnp.einsum("BLF,FD->BLD", h, self.w2[...].astype(dt))
+        return y + self.b2[...].astype(dt)

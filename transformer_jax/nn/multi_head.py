@@ -1,0 +1,211 @@
+"""Multi-head attention (§3.2.2) and its decoding caches: the one KV-cache implementation.
+
+Every decoder (encoder-decoder or decoder-only) caches through this module, so the cache layout
+is written once, here:
+
+- `KVCache`: self-attention keys/values of the positions decoded so far, filled `T >= 1`
+  positions per call (a whole prompt at once, then one token per step).
+- `MemoryKV`: keys/values of a fixed memory (the encoder output for cross-attention), projected
+  once before decoding and read at every step.
+
+Letters: B batch (rows), T query length, S key/value length, C cache length, N heads, H head dim,
+D model dim.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import nnx, struct
+from jaxtyping import Array, Bool, Float, Int
+
+from transformer_jax.nn.attention import Mask, combine_masks, dot_product_attention
+from transformer_jax.nn.layers import param, xavier_uniform
+
+
+@struct.dataclass
+class KVCache:
+    """Self-attention keys and values of one layer, `[B, C, N, H]`, and the next free position.
+
+    Position `index + t` of a `T`-token update may attend to cached positions `0 .. index + t`:
+    the cache itself is the causal mask (§3.2.3).
+    """
+
+    key: Float[Array, "B C N H"]
+    value: Float[Array, "B C N H"]
+    index: Int[Array, ""]
+
+    @classmethod
+    def empty(cls, batch: int, length: int, num_heads: int, head_dim: int, dtype) -> KVCache:
+        """An empty cache for `length` positions."""
+        zeros = jnp.zeros((batch, length, num_heads, head_dim), dtype)
+        return cls(key=zeros, value=zeros, index=jnp.zeros((), jnp.int32))
+
+    def update(
+        self, key: Float[Array, "B T N H"], value: Float[Array, "B T N H"]
+    ) -> tuple[KVCache, Bool[Array, "1 1 T C"]]:
+        """Writes `T` new positions at `index`; returns the new cache and their causal mask."""
+        start = (0, self.index, 0, 0)
+        new = KVCache(
+            key=jax.lax.dynamic_update_slice(self.key, key.astype(self.key.dtype), start),
+            value=jax.lax.dynamic_update_slice(self.value, value.astype(self.value.dtype), start),
+            index=self.index + key.shape[1],
+        )
+        query_pos = self.index + jnp.arange(key.shape[1])  # [T]
+        live = jnp.arange(self.key.shape[1])[None, :] <= query_pos[:, None]  # [T, C]
+        return new, live[None, None]
+
+    def reorder(self, rows: Int[Array, " R"]) -> KVCache:
+        """The cache of `rows` (beam search: each new beam continues its parent's prefix)."""
+        return self.replace(key=self.key[rows], value=self.value[rows])
+
+
+@struct.dataclass
+class MemoryKV:
+    """Keys and values of a fixed memory, `[B, S, N, H]`, projected once (cross-attention)."""
+
+    key: Float[Array, "B S N H"]
+    value: Float[Array, "B S N H"]
+
+    def reorder(self, rows: Int[Array, " R"]) -> MemoryKV:
+        """Unchanged: beam search reorders rows only among the beams of one input, which share
+        their memory, so nothing needs to move."""
+        del rows
+        return self
+
+
+def reorder_cache(cache: Any, rows: Int[Array, " R"]) -> Any:
+    """Reorders every `KVCache` in a pytree of caches; everything else is per input and kept."""
+    caches = (KVCache, MemoryKV)
+    return jax.tree.map(
+        lambda c: c.reorder(rows) if isinstance(c, caches) else c,
+        cache,
+        is_leaf=lambda c: isinstance(c, caches),
+    )
+
+
+class MultiHeadAttention(nnx.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...) (§3.2.2).
+
+    The per-head projections W_i^Q are stored together as one `[D, N, H]` kernel. With
+    `use_bias`, queries, values and the output get biases; keys never do: a key bias adds the
+    same amount q.b to every logit of a query, which the softmax cancels, so its gradient is
+    zero and Adam would only turn rounding noise into updates.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        use_bias: bool = True,
+        dropout_rate: float = 0.0,
+        dtype=jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        if d_model % num_heads:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}.")
+        n, h = num_heads, d_model // num_heads
+        in_init = xavier_uniform(in_axis=0, out_axis=(1, 2))
+        out_init = xavier_uniform(in_axis=(0, 1), out_axis=2)
+        axes = ("embed", "heads", "kv")
+        self.query = param(in_init, rngs.params(), (d_model, n, h), axes)
+        self.key = param(in_init, rngs.params(), (d_model, n, h), axes)
+        self.value = param(in_init, rngs.params(), (d_model, n, h), axes)
+        self.out = param(out_init, rngs.params(), (n, h, d_model), ("heads", "kv", "embed"))
+        self.use_bias = use_bias
+        if use_bias:
+            zeros = jax.nn.initializers.zeros
+            self.query_bias = param(zeros, rngs.params(), (n, h), ("heads", "kv"))
+            self.value_bias = param(zeros, rngs.params(), (n, h), ("heads", "kv"))
+            self.out_bias = param(zeros, rngs.params(), (d_model,), ("embed",))
+        self.num_heads, self.head_dim = n, h
+        self.dropout_rate = dropout_rate
+        self.dtype = dtype
+
+    def _project(self, x, kernel, bias_name):
+        y = jnp.einsum("BLD,DNH->BLNH", x.astype(self.dtype), kernel[...].astype(self.dtype))
+        if self.use_bias and bias_name:
+            y = y + getattr(self, bias_name)[...].astype(self.dtype)
+        return y
+
+    def key_value(
+        self, x_kv: Float[Array, "B S D"]
+    ) -> tuple[Float[Array, "B S N H"], Float[Array, "B S N H"]]:
+        """K W^K and V W^V for every head."""
+        return self._project(x_kv, self.key, None), self._project(x_kv, self.value, "value_bias")
+
+    def attend(
+        self,
+        x_q: Float[Array, "B T D"],
+        k: Float[Array, "B S N H"],
+        v: Float[Array, "B S N H"],
+        mask: Mask | None = None,
+        *,
+        rng: jax.Array | None = None,
+        deterministic: bool = True,
+    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"]]:
+        """Attention of the queries from `x_q` over already-projected keys and values.
+
+        Returns the output `[B, T, D]` and the attention weights `[B, N, T, S]` (unused weights
+        cost nothing under jit: XLA drops them).
+        """
+        q = self._project(x_q, self.query, "query_bias")
+        heads, weights = dot_product_attention(
+            q,
+            k,
+            v,
+            mask,
+            dropout_rate=self.dropout_rate,
+            dropout_rng=rng,
+            deterministic=deterministic,
+            return_weights=True,
+        )
+        out = jnp.einsum("BTNH,NHD->BTD", heads, self.out[...].astype(self.dtype))
+        if self.use_bias:
+            out = out + self.out_bias[...].astype(self.dtype)
+        return out, weights
+
+    def __call__(
+        self,
+        x_q: Float[Array, "B T D"],
+        x_kv: Float[Array, "B S D"],
+        mask: Mask | None = None,
+        *,
+        rng: jax.Array | None = None,
+        deterministic: bool = True,
+    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"]]:
+        """Self-attention when `x_kv is x_q`, encoder-decoder attention when `x_kv` is memory.
+
+        Returns the output `[B, T, D]` and the attention weights `[B, N, T, S]`.
+        """
+        k, v = self.key_value(x_kv)
+        return self.attend(x_q, k, v, mask, rng=rng, deterministic=deterministic)
+
+    # ---------------------------------------------------------------------------- decoding
+    def init_cache(self, batch: int, length: int) -> KVCache:
+        """An empty self-attention cache for `length` positions."""
+        return KVCache.empty(batch, length, self.num_heads, self.head_dim, self.dtype)
+
+    def memory(self, x_kv: Float[Array, "B S D"]) -> MemoryKV:
+        """The keys and values of a fixed memory, projected once for every decoding step."""
+        return MemoryKV(*self.key_value(x_kv))
+
+    def cached(
+        self,
+        x_q: Float[Array, "B T D"],
+        cache: KVCache | MemoryKV,
+        mask: Mask | None = None,
+    ) -> tuple[Float[Array, "B T D"], KVCache | MemoryKV]:
+        """Inference-time attention through a cache; returns the output and the new cache.
+
+        With a `KVCache`, `x_q` holds the next `T` positions: their keys/values are written to
+        the cache and each attends causally to everything cached so far (and to `mask`, e.g.
+        the padding of a prompt). With a `MemoryKV`, `x_q` attends to the memory under `mask`.
+        """
+        if isinstance(cache, MemoryKV):
+            return self.attend(x_q, cache.key, cache.value, mask)[0], cache
+        cache, live = cache.update(*self.key_value(x_q))
+        return self.attend(x_q, cache.key, cache.value, combine_masks(live, mask))[0], cache

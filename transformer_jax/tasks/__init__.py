@@ -1,0 +1,19 @@
+"""Tasks: what differs between translation, language modelling, pretraining and classification.
+
+A training config names its task (`config.task = "translation"`); `get(name)` gives its class.
+"""
+
+from transformer_jax.tasks.base import ResumableIterator, Task
+from transformer_jax.tasks.translation import TranslationTask
+
+_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (TranslationTask,)}
+
+
+def get(name: str) -> type[Task]:
+    """The task class registered as `name`; the error lists the known names."""
+    if name not in _TASKS:
+        raise ValueError(f"config.task={name!r} is not a known task; known: {sorted(_TASKS)}.")
+    return _TASKS[name]
+
+
+__all__ = ["ResumableIterator", "Task", "TranslationTask", "get"]

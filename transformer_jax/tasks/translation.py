@@ -1,0 +1,141 @@
+"""Translation: label-smoothed token loss (§5.4) and BLEU / chrF / exact match of decodings.
+
+Batches (from `transformer_jax.data`): `src` [B, S], `tgt_in` [B, T], `tgt_out` [B, T],
+`weights` [B, T], and for packed rows `src_segment_ids`, `src_positions`, `tgt_segment_ids`,
+`tgt_positions`. Decoding for the scores goes through `Translator`, the same path as the CLIs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import ml_collections
+from flax import nnx
+from jax.sharding import Mesh
+
+from transformer_jax import data as data_lib
+from transformer_jax.data.config import check_text_split_fields, with_absolute_paths
+from transformer_jax.inference.scoring import corpus_scores
+from transformer_jax.inference.translator import Translator
+from transformer_jax.tasks import losses
+from transformer_jax.tasks.base import Task
+from transformer_jax.workdir import Workdir
+
+PACKING_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
+
+
+def _check_count(config: ml_collections.ConfigDict, name: str, minimum: int) -> None:
+    value = config[name]
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"config.{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def translation_loss(
+    model: nnx.Module,
+    batch: dict[str, jax.Array],
+    rng: jax.Array | None,
+    deterministic: bool,
+    *,
+    label_smoothing: float = 0.1,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(summed label-smoothed loss, token metric sums) of a translation batch (§5.4)."""
+    logits = model(
+        batch["src"],
+        batch["tgt_in"],
+        **{k: batch[k] for k in PACKING_KEYS if k in batch},
+        rng=rng,
+        deterministic=deterministic,
+    )
+    sums = losses.token_metrics(logits, batch["tgt_out"], batch["weights"], label_smoothing)
+    return sums["loss_sum"], sums
+
+
+class TranslationTask(Task):
+    """Source sentence -> target sentence with the encoder-decoder."""
+
+    name = "translation"
+    normalizer = "tokens"
+    best_metric = "bleu"
+    best_mode = "max"
+    model_defining_data_fields = (
+        "vocab_size",
+        "spm_model_type",
+        "spm_model_path",
+        "source",
+        "tfds_name",
+        "source_lang",
+        "target_lang",
+        "embedded_target_lang",
+    )
+
+    @classmethod
+    def validate(cls, config: ml_collections.ConfigDict) -> None:
+        data_lib.validate_data_config(config.data)
+        if config.data.source == "text":  # Fail now, not after the tokenizer or training.
+            check_text_split_fields(config.data, "eval")
+            if config.test_sentences:
+                check_text_split_fields(config.data, "test")
+        if not 0.0 <= config.label_smoothing < 1.0:
+            raise ValueError(
+                f"config.label_smoothing must be in [0, 1), got {config.label_smoothing}."
+            )
+        _check_count(config, "eval_bleu_sentences", 0)
+        _check_count(config, "test_sentences", -1)
+        _check_count(config, "decode_batch_size", 1)
+
+    @classmethod
+    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+        config = copy.deepcopy(config)
+        config.data = with_absolute_paths(config.data)
+        return config
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
+        super().__init__(config, workdir)
+        self.tokenizer = data_lib.load_tokenizer_or_train(config.data, workdir)
+        self._pairs: dict[str, list[tuple[str, str]]] = {}
+
+    def data_values(self) -> Mapping[str, Any]:
+        return {"vocab_size": self.tokenizer.vocab_size, "max_len": self.config.data.max_len}
+
+    def train_iterator(self):
+        return data_lib.make_train_iterator(self.config.data, self.tokenizer, self.workdir)
+
+    def eval_batches(self):
+        return data_lib.make_eval_batches(self.config.data, self.tokenizer, "eval")
+
+    def loss_fn(self, model, batch, rng, deterministic):
+        return translation_loss(
+            model, batch, rng, deterministic, label_smoothing=self.config.label_smoothing
+        )
+
+    def summarize(self, sums):
+        return losses.summarize(sums)
+
+    def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
+        """Greedy (KV-cached) translations of "eval" (`eval_bleu_sentences` of them) or "test"
+        (`test_sentences`; -1 = all), scored with sacreBLEU, chrF and exact match."""
+        limit = {"eval": self.config.eval_bleu_sentences, "test": self.config.test_sentences}
+        count = limit[split]
+        if count == 0:
+            return {}, None
+        if split not in self._pairs:  # Read once per run, not at every evaluation.
+            self._pairs[split] = data_lib.get_pairs(self.config.data, split)
+        pairs = self._pairs[split] if count < 0 else self._pairs[split][:count]
+        if not pairs:
+            return {}, None
+        translator = Translator(model, self.tokenizer, mesh=mesh)
+        hyps = translator.translate(
+            [s for s, _ in pairs], beam_size=1, batch_size=self.config.decode_batch_size
+        )
+        scores = corpus_scores(hyps, [t for _, t in pairs])
+        signature = scores.pop("bleu_signature")
+        if split == "eval":
+            return scores, f"  sacreBLEU signature: {signature}; e.g. {hyps[0]!r}"
+        line = (
+            f"{len(pairs)} sentences, BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, "
+            f"exact match {100 * scores['exact_match']:.1f}%  [{signature}]"
+        )
+        return {**scores, "bleu_signature": signature}, line
