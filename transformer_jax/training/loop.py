@@ -124,18 +124,29 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
     step = int(state.step)
     window, window_start, last = [], time.time(), {}
     normalizer = task.normalizer
+    previous = None  # the previous step's metrics: see the wait below
     try:
         while step < config.num_train_steps:
             state, metrics = train_fn(state, global_batch(next(train_iter), mesh), rng)
+            # Run at most one step ahead of the devices. Unbounded asynchronous dispatch queues
+            # up to XLA's limit of in-flight programs per device (32); XLA:CPU then blocks a
+            # launch on one of the few threads that must all run the participants of a step's
+            # gradient all-reduce, and with many simulated devices the all-reduce deadlocks.
+            if previous is not None:
+                jax.block_until_ready(previous)
+            previous = metrics
             step += 1
             window.append(metrics)
             final = step == config.num_train_steps
             if step % config.log_every == 0 or final:
-                sums = jax.device_get(jax.tree.map(lambda *x: sum(x), *window))
+                # Sum on the host: summing on the devices would dispatch one small program per
+                # metric and step of the window.
+                host = jax.device_get(window)
+                sums = jax.tree.map(lambda *x: sum(x), *host)
                 elapsed = time.time() - window_start
                 train = task.summarize(sums) | {
                     "learning_rate": float(schedule(step - 1)),
-                    "grad_norm": float(window[-1]["grad_norm"]),
+                    "grad_norm": float(host[-1]["grad_norm"]),
                     f"{normalizer}_per_sec": float(sums[normalizer]) / max(elapsed, 1e-9),
                 }
                 log.write(step, "train", train)
