@@ -13,8 +13,8 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import tiny
-from transformer_jax.training import train_and_evaluate
 from transformer_jax.tasks import TranslationTask
+from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.checkpointing import check_or_write_config
 from transformer_jax.workdir import Workdir
 

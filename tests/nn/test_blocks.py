@@ -1,0 +1,79 @@
+"""The shared residual Block and Stack, and the one KV cache every decoder uses."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from transformer_jax.nn import Block, BlockSpec, KVCache, MemoryKV, Stack, reorder_cache
+
+# All different: batch 3, length 7, memory 5, heads 2, model dim 12.
+B, T, S, N, D = 3, 7, 5, 2, 12
+
+
+def _spec(**kw):
+    return BlockSpec(**{**dict(d_model=D, num_heads=N, d_ff=20, causal=True), **kw})
+
+
+def _x(seed, length=T):
+    return jax.random.normal(jax.random.key(seed), (B, length, D))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_causal_flag_decides_whether_the_future_is_seen(causal):
+    block = Block(_spec(causal=causal), rngs=nnx.Rngs(0))
+    x = _x(1)
+    ref, weights = block(x, None)
+    changed, _ = block(x.at[:, -1].add(1.0), None)
+    past_unchanged = np.allclose(changed[:, :-1], ref[:, :-1], atol=1e-6)
+    assert past_unchanged == causal
+    upper = np.triu(np.asarray(weights["self"]), k=1)
+    assert (np.abs(upper).max() == 0.0) == causal
+
+
+def test_cross_attention_is_optional_and_needs_memory():
+    encoder_block = Block(_spec(causal=False), rngs=nnx.Rngs(0))
+    assert not hasattr(encoder_block, "cross_attn")
+    decoder_block = Block(_spec(cross_attention=True), rngs=nnx.Rngs(0))
+    out, weights = decoder_block(_x(1), None, memory=_x(2, S))
+    assert out.shape == (B, T, D) and weights["cross"].shape == (B, N, T, S)
+    with pytest.raises(ValueError, match="needs memory"):
+        decoder_block(_x(1), None)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("prefill", [1, 4])
+def test_cached_decoding_equals_the_full_pass(norm, prefill):
+    """A prompt of `prefill` positions in one call, then one position per call (GPT-style and
+    encoder-decoder alike), gives the full causal pass's outputs."""
+    stack = Stack(_spec(norm=norm, cross_attention=True), 2, rngs=nnx.Rngs(0))
+    x, memory = _x(1), _x(2, S)
+    full, _ = stack(x, None, memory=memory)
+    caches = stack.init_cache(B, T + 2, memory)
+    out, caches = stack.decode(x[:, :prefill], caches)
+    outs = [out]
+    for t in range(prefill, T):
+        out, caches = stack.decode(x[:, t : t + 1], caches)
+        outs.append(out)
+    np.testing.assert_allclose(jnp.concatenate(outs, 1), full, atol=1e-5, rtol=1e-5)
+    assert all(int(c["self"].index) == T for c in caches)
+
+
+def test_kv_cache_update_mask_and_reorder():
+    cache = KVCache.empty(B, 6, N, D // N, jnp.float32)
+    k = jnp.ones((B, 2, N, D // N))
+    cache, live = cache.update(k, 2 * k)
+    assert int(cache.index) == 2 and live.shape == (1, 1, 2, 6)
+    np.testing.assert_array_equal(live[0, 0], [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    cache = cache.replace(key=cache.key.at[1].set(7.0))
+    memory = MemoryKV(jnp.zeros((B, S, N, D // N)), jnp.zeros((B, S, N, D // N)))
+    tree = {"self": cache, "cross": memory, "src_mask": jnp.ones((B, S), bool)}
+    moved = reorder_cache(tree, jnp.array([1, 1, 0]))
+    assert float(moved["self"].key[0, 0, 0, 0]) == 7.0 and float(moved["self"].key[2, 0, 0, 0]) == 1
+    assert moved["cross"] is memory and moved["src_mask"] is tree["src_mask"]
+
+
+def test_bad_norm_is_refused():
+    with pytest.raises(ValueError, match="norm must be one of"):
+        Block(_spec(norm="middle"), rngs=nnx.Rngs(0))
