@@ -1,5 +1,6 @@
 """The shared residual Block and Stack, and the one KV cache every decoder uses."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,7 +65,9 @@ def test_kv_cache_update_mask_and_reorder():
     cache = KVCache.empty(B, 6, N, D // N, jnp.float32)
     k = jnp.ones((B, 2, N, D // N))
     cache, live = cache.update(k, 2 * k)
-    assert int(cache.index) == 2 and live.shape == (1, 1, 2, 6)
+    chex.assert_shape([cache.key, cache.value], (B, 6, N, D // N))
+    chex.assert_shape(live, (1, 1, 2, 6))
+    assert int(cache.index) == 2
     np.testing.assert_array_equal(live[0, 0], [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
     cache = cache.replace(key=cache.key.at[1].set(7.0))
     memory = MemoryKV(jnp.zeros((B, S, N, D // N)), jnp.zeros((B, S, N, D // N)))

@@ -7,6 +7,7 @@ last float32 bits).
 
 import functools
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -61,8 +62,7 @@ def test_sharded_step_equals_single_device(single, mesh_shape):
     ref_losses, ref_params, _ = single
     losses, params, state = _run(mesh_shape)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref_params), strict=True):
-        np.testing.assert_allclose(a, b, atol=2e-5)
+    chex.assert_trees_all_close(params, ref_params, atol=2e-5)  # same tree, close leaves
     w1 = state.params["encoder"]["layers"][0]["ffn"]["w1"][...]
     if mesh_shape.get("fsdp", 1) > 1:
         assert "fsdp" in str(w1.sharding.spec)  # parameters really are split
@@ -77,8 +77,7 @@ def test_gradient_accumulation_equals_full_batch():
     ref_losses, ref_params, _ = _run({"data": 1}, devices=one, cfg=cfg)
     losses, params, _ = _run({"data": 1}, devices=one, grad_accum_steps=2, cfg=cfg)
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
-    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(ref_params), strict=True):
-        np.testing.assert_allclose(a, b, atol=2e-5)
+    chex.assert_trees_all_close(params, ref_params, atol=2e-5)  # same tree, close leaves
 
 
 def test_params_are_born_sharded():
