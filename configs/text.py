@@ -12,31 +12,22 @@ A shared SentencePiece vocabulary of at most `vocab_size` pieces is trained on t
 split into `runs/mytext/tokenizer.model` on first use.
 """
 
-from configs.common import base_config
+from configs.default import get_config as default_config
 
 
 def get_config():
-    c = base_config()
-    c.model.num_encoder_layers = 2  # A small model that a 2-core CPU trains in minutes.
-    c.model.num_decoder_layers = 2
-    c.model.d_model = 128
-    c.model.num_heads = 4
-    c.model.d_ff = 512
+    c = default_config()  # The default's small model (2+2 layers, d_model 128), own text below.
     c.model.dropout_rate = 0.1  # A fixed corpus is seen many times: keep dropout on.
 
     c.data.source = "text"  # Set text_{train,eval}_tsv (or _src and _tgt) on the command line.
     c.data.vocab_size = 8000  # An upper bound: a small corpus yields fewer pieces.
     c.data.spm_sample_size = 200_000  # Sentences (both sides) the tokenizer is trained on.
     c.data.max_len = 64  # Pieces per side; longer training pairs are left out.
-    c.data.tokens_per_batch = 4096  # Per side and step.
-    c.data.pack = True  # One row shape (one compilation), few padding tokens.
 
-    c.num_train_steps = 2000
-    c.warmup_steps = 400
+    c.num_train_steps = 2000  # Updates; each sees about 4096 tokens per side.
+    c.warmup_steps = 400  # Noam warm-up.
     c.lr_factor = 0.5  # Peak about 2.2e-3 at step 400 for d_model 128.
-    c.log_every = 50
-    c.eval_every = 500
-    c.eval_bleu_sentences = 256
-    c.checkpoint_every = 500
+    c.eval_every = 500  # Validation loss and BLEU.
+    c.checkpoint_every = 500  # Also on the last step and on SIGTERM.
     c.test_sentences = 0  # No test split by default; -1 decodes all of text_test_* at the end.
     return c

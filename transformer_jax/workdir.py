@@ -53,6 +53,11 @@ def migrate(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _child(name: str) -> property:
+    """A read-only attribute: the path of `name` inside the workdir (see the module doc)."""
+    return property(lambda self: self.path / name, doc=f"`workdir/{name}`")
+
+
 @dataclasses.dataclass(frozen=True)
 class Workdir:
     """The paths of one run's directory (nothing is created until something is written)."""
@@ -68,49 +73,17 @@ class Workdir:
         return str(self.path)
 
     # ------------------------------------------------------------------------------ paths
-    @property
-    def config_json(self) -> epath.Path:
-        return self.path / "config.json"
-
-    @property
-    def model_json(self) -> epath.Path:
-        return self.path / "model.json"
-
-    @property
-    def tokenizer_model(self) -> epath.Path:
-        return self.path / "tokenizer.model"
-
-    @property
-    def tokenizer_settings(self) -> epath.Path:
-        return self.path / "tokenizer.json"
-
-    @property
-    def cache(self) -> epath.Path:
-        return self.path / "cache"
-
-    @property
-    def checkpoints(self) -> epath.Path:
-        return self.path / "checkpoints"
-
-    @property
-    def best(self) -> epath.Path:
-        return self.path / "best"
-
-    @property
-    def metrics(self) -> epath.Path:
-        return self.path / "metrics.jsonl"
-
-    @property
-    def tensorboard(self) -> epath.Path:
-        return self.path / "tensorboard"
-
-    @property
-    def curves(self) -> epath.Path:
-        return self.path / "curves.png"
-
-    @property
-    def eval(self) -> epath.Path:
-        return self.path / "eval"
+    config_json = _child("config.json")
+    model_json = _child("model.json")
+    tokenizer_model = _child("tokenizer.model")
+    tokenizer_settings = _child("tokenizer.json")
+    cache = _child("cache")
+    checkpoints = _child("checkpoints")
+    best = _child("best")
+    metrics = _child("metrics.jsonl")
+    tensorboard = _child("tensorboard")
+    curves = _child("curves.png")
+    eval = _child("eval")
 
     # ------------------------------------------------------------------------------ files
     def require(self) -> Workdir:
