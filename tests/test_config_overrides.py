@@ -15,7 +15,7 @@ from absl import flags
 from ml_collections import ConfigDict, config_flags
 
 from transformer_jax import data as data_lib
-from transformer_jax.data.config import check_text_split_fields
+from transformer_jax.data.translation.config import check_text_split_fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # ml_collections loads config files with importlib's deprecated load_module().

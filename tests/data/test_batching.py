@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from transformer_jax import data
-from transformer_jax.data import planning
+from transformer_jax.data.translation import planning
 
 
 def make_pairs(pairs):

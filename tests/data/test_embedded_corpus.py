@@ -5,7 +5,7 @@ import pytest
 from num2words import num2words
 
 from transformer_jax import data
-from transformer_jax.data import embedded
+from transformer_jax.data.translation import embedded
 
 KNOWN = [
     (21, "twenty-one", "vingt et un", "einundzwanzig"),

@@ -1,4 +1,5 @@
-"""Input pipeline: translation sources, SentencePiece, fixed-shape batches (no model imports).
+"""Input pipelines (no model imports): the shared SentencePiece tokenizer, and translation pairs
+(`data.translation`: sources, caches, fixed-shape batches), re-exported here.
 
 cfg = default_data_config()
 tokenizer = load_tokenizer_or_train(cfg, workdir)
@@ -6,20 +7,6 @@ train_iter = make_train_iterator(cfg, tokenizer, workdir)
 batch = next(train_iter)  # {"src", "tgt_in", "tgt_out", "weights"} (+ segments if packed)
 """
 
-from transformer_jax.data.batching import BATCH_KEYS, PACKED_KEYS, build_batch, padded_batch
-from transformer_jax.data.config import bucket_lengths, default_data_config, validate_data_config
-from transformer_jax.data.embedded import embedded_pairs, number_pairs, sample_integers
-from transformer_jax.data.iterator import TrainIterator
-from transformer_jax.data.pipeline import (
-    EvalBatches,
-    load_tokenizer_or_train,
-    make_eval_batches,
-    make_train_iterator,
-    tokenized_split,
-)
-from transformer_jax.data.sources import get_pairs, read_shard, shard_range
-from transformer_jax.data.text_files import read_aligned, read_tsv
-from transformer_jax.data.tokenized import TokenizedPairs, filter_by_length, tokenize_pairs
 from transformer_jax.data.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -27,6 +14,33 @@ from transformer_jax.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     train_tokenizer,
+)
+from transformer_jax.data.translation.batching import (
+    BATCH_KEYS,
+    PACKED_KEYS,
+    build_batch,
+    padded_batch,
+)
+from transformer_jax.data.translation.config import (
+    bucket_lengths,
+    default_data_config,
+    validate_data_config,
+)
+from transformer_jax.data.translation.embedded import embedded_pairs, number_pairs, sample_integers
+from transformer_jax.data.translation.iterator import TrainIterator
+from transformer_jax.data.translation.pipeline import (
+    EvalBatches,
+    load_tokenizer_or_train,
+    make_eval_batches,
+    make_train_iterator,
+    tokenized_split,
+)
+from transformer_jax.data.translation.sources import get_pairs, read_shard, shard_range
+from transformer_jax.data.translation.text_files import read_aligned, read_tsv
+from transformer_jax.data.translation.tokenized import (
+    TokenizedPairs,
+    filter_by_length,
+    tokenize_pairs,
 )
 
 __all__ = [

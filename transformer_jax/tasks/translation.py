@@ -17,7 +17,7 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax import data as data_lib
-from transformer_jax.data.config import check_text_split_fields, with_absolute_paths
+from transformer_jax.data.translation.config import check_text_split_fields, with_absolute_paths
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import losses

@@ -21,10 +21,10 @@ import ml_collections
 import numpy as np
 
 from transformer_jax import storage
-from transformer_jax.data import batching, planning, sources, tokenized
-from transformer_jax.data import config as config_lib
-from transformer_jax.data.iterator import TrainIterator
 from transformer_jax.data.tokenizer import Tokenizer, train_tokenizer
+from transformer_jax.data.translation import batching, planning, sources, tokenized
+from transformer_jax.data.translation import config as config_lib
+from transformer_jax.data.translation.iterator import TrainIterator
 from transformer_jax.workdir import Workdir
 
 WorkdirLike = Workdir | str | os.PathLike

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from transformer_jax.data.tokenized import TokenizedPairs
 from transformer_jax.data.tokenizer import BOS_ID, EOS_ID
+from transformer_jax.data.translation.tokenized import TokenizedPairs
 
 BATCH_KEYS = ("src", "tgt_in", "tgt_out", "weights")
 PACKED_KEYS = BATCH_KEYS + ("src_segment_ids", "src_positions", "tgt_segment_ids", "tgt_positions")

@@ -17,8 +17,8 @@ from typing import Any
 import grain
 import numpy as np
 
-from transformer_jax.data import batching, planning
-from transformer_jax.data.tokenized import TokenizedPairs
+from transformer_jax.data.translation import batching, planning
+from transformer_jax.data.translation.tokenized import TokenizedPairs
 
 
 class EpochBatches:

@@ -12,8 +12,8 @@ import os
 import ml_collections
 import numpy as np
 
-from transformer_jax.data import config as config_lib
-from transformer_jax.data import embedded, text_files, tfds_source
+from transformer_jax.data.translation import config as config_lib
+from transformer_jax.data.translation import embedded, text_files, tfds_source
 
 Pairs = list[tuple[str, str]]
 
