@@ -17,7 +17,11 @@ import json
 import sys
 import time
 
+from transformer_jax.data import get_pairs
+from transformer_jax.inference.scoring import corpus_scores
+from transformer_jax.inference.translator import Translator
 from transformer_jax.translate import add_model_flags, quiet_logs
+from transformer_jax.workdir import CheckpointError
 
 
 def output_stem(split: str, steps: tuple[int, ...], beam_size: int) -> str:
@@ -41,11 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     quiet_logs()
     if args.max_sentences < 0:
         parser.error(f"--max_sentences must be >= 0, got {args.max_sentences}.")
-
-    from transformer_jax.data import get_pairs
-    from transformer_jax.inference.scoring import corpus_scores
-    from transformer_jax.inference.translator import Translator
-    from transformer_jax.workdir import CheckpointError
 
     try:
         translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)

@@ -15,6 +15,9 @@ import argparse
 import logging
 import sys
 
+from transformer_jax.inference.translator import Translator
+from transformer_jax.workdir import CheckpointError
+
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """The flags that choose the checkpoint and the decoding (shared with `evaluate`)."""
@@ -67,9 +70,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=None, help="File for the translations.")
     args = parser.parse_args(argv)
     quiet_logs()
-
-    from transformer_jax.inference.translator import Translator
-    from transformer_jax.workdir import CheckpointError
 
     try:
         # Load first: a wrong --workdir is reported before anyone types a sentence.

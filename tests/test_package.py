@@ -1,0 +1,96 @@
+"""The package's shape: imports read top-down (no cycles, none hidden in functions), inference
+never imports training, and `import transformer_jax` stays light."""
+
+import ast
+import pathlib
+import subprocess
+import sys
+
+import transformer_jax.data as data
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "transformer_jax"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: pathlib.Path) -> tuple[set[str], list[str]]:
+    """(package modules imported at module level, package imports inside functions)."""
+    tree = ast.parse(path.read_text())
+    top, nested = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        names = [n for n in names if n.startswith("transformer_jax")]
+        if not names:
+            continue
+        if node.col_offset == 0:
+            top.update(names)
+        else:
+            nested.append(f"{_module_name(path)}: {names[0]}")
+    return top, nested
+
+
+GRAPH, NESTED = {}, []
+for _path in PACKAGE.rglob("*.py"):
+    _top, _nested = _imports(_path)
+    GRAPH[_module_name(_path)] = _top
+    NESTED += _nested
+MODULES = set(GRAPH)
+
+
+def _deps(module: str) -> set[str]:
+    """Package modules `module` imports at load time (`from a import b` counts a.b if a module)."""
+    return {name for name in GRAPH[module] if name in MODULES and name != module}
+
+
+def test_no_package_import_hides_inside_a_function():
+    assert NESTED == []
+
+
+def test_module_imports_have_no_cycle():
+    state: dict[str, int] = {}
+
+    def visit(module, trail):
+        state[module] = 1
+        for dep in _deps(module):
+            # A package importing its own submodules (its __init__) is not a cycle.
+            if module == dep.rsplit(".", 1)[0] or dep.startswith(module + "."):
+                continue
+            if state.get(dep) == 1:
+                raise AssertionError(" -> ".join([*trail, module, dep]))
+            if dep not in state:
+                visit(dep, [*trail, module])
+        state[module] = 2
+
+    for module in sorted(MODULES):
+        if module not in state:
+            visit(module, [])
+
+
+def test_inference_imports_nothing_from_training_or_tasks():
+    code = (
+        "import sys, transformer_jax.inference, transformer_jax.translate, "
+        "transformer_jax.evaluate; "
+        "print(sorted(m for m in sys.modules if m.startswith(('transformer_jax.training', "
+        "'transformer_jax.tasks'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_import_of_the_package_does_not_load_the_training_input_pipeline():
+    code = "import sys, transformer_jax; print('grain' in sys.modules, 'orbax' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False False"
+
+
+def test_data_exports_resolve():
+    for name in data.__all__:
+        assert getattr(data, name) is not None, name
