@@ -186,3 +186,15 @@ def test_config_is_python_with_comments():
         if line.strip().startswith("c.") and "=" in line and "ConfigDict()" not in line:
             assert "#" in line, f"config field without a comment: {line.strip()}"
     assert os.path.exists(ROOT / "configs" / "default.py")
+
+
+def test_config_without_task_or_model_name_is_refused_with_the_fix(tmp_path):
+    config = tiny.get_config()
+    del config.model["name"]
+    with pytest.raises(ValueError, match=r"config.task and config.model.name must name"):
+        train_and_evaluate(config, str(tmp_path))
+    config = tiny.get_config()
+    config.task = "summarization"
+    with pytest.raises(ValueError, match=r"'summarization' is not a known task; known: \['transl"):
+        train_and_evaluate(config, str(tmp_path))
+    assert not (tmp_path / "config.json").exists()  # refused before anything is written

@@ -55,6 +55,12 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
             f"config.grad_accum_steps={config.grad_accum_steps} must divide "
             f"config.data.batch_multiple={rows} so batches split into equal micro-batches."
         )
+    if "task" not in config or "name" not in config.model:
+        raise ValueError(
+            "config.task and config.model.name must name the task and the model, e.g. "
+            'c.task = "translation" and c.model = models.config_section("encoder_decoder", '
+            '"base") as configs/common.py does.'
+        )
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
