@@ -14,7 +14,7 @@ from configs.common import base_config
 
 
 def get_config():
-    c = base_config()  # Table 3 base: N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1.
+    c = base_config()  # The model: Table 3 "base" (TransformerConfig.base).
     c.data.source = "tfds"
     c.data.tfds_name = "wmt14_translate/de-en"
     c.data.source_lang = "en"  # en -> de, although TFDS's supervised keys are de -> en.

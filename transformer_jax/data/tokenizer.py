@@ -56,7 +56,8 @@ class Tokenizer:
             raise ValueError(
                 f"{origin}: SentencePiece model has special ids {found}, but "
                 f"transformer_jax needs {wanted}. Train it with `train_tokenizer` "
-                f"(or pass pad_id=0 eos_id=1 bos_id=2 unk_id=3 to spm_train)."
+                f"(or pass pad_id={PAD_ID} eos_id={EOS_ID} bos_id={BOS_ID} unk_id={UNK_ID} to "
+                f"spm_train)."
             )
 
     @property
