@@ -1,7 +1,7 @@
 """The model family. Each model lives in its own package next to its config and presets, and
 registers itself here under the name a training config gives in `config.model.name`."""
 
-from transformer_jax.models import encoder_decoder
+from transformer_jax.models import decoder_only, encoder_decoder
 from transformer_jax.models.registry import (
     ModelSpec,
     abstract_model,
@@ -22,6 +22,14 @@ register(
         config_class=encoder_decoder.TransformerConfig,
         module_class=encoder_decoder.Transformer,
         data_fields=("vocab_size", "max_len"),  # From the tokenizer and config.data.max_len.
+    )
+)
+register(
+    ModelSpec(
+        name="decoder_only",
+        config_class=decoder_only.DecoderOnlyConfig,
+        module_class=decoder_only.DecoderOnly,
+        data_fields=("vocab_size",),  # From the tokenizer; max_len is the model's context.
     )
 )
 

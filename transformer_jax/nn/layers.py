@@ -49,13 +49,25 @@ class LayerNorm(nnx.Module):
 
 
 class Embedding(nnx.Module):
-    """Token embedding scaled by sqrt(d_model) (§3.4), usable as the tied output projection."""
+    """Token embedding, usable as the tied output projection.
 
-    def __init__(self, vocab_size: int, d_model: int, *, dtype=jnp.float32, rngs: nnx.Rngs):
-        # std d_model^-0.5, so that the sqrt(d_model) scale gives unit-variance inputs.
-        init = jax.nn.initializers.normal(stddev=d_model**-0.5)
+    By default scaled by sqrt(d_model) (§3.4) with std d_model^-0.5 weights, so that inputs
+    have unit variance; `scaled=False` gives GPT's unscaled embedding with std `stddev`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        *,
+        scaled: bool = True,
+        stddev: float = 0.02,
+        dtype=jnp.float32,
+        rngs: nnx.Rngs,
+    ):
+        init = jax.nn.initializers.normal(stddev=d_model**-0.5 if scaled else stddev)
         self.embedding = param(init, rngs.params(), (vocab_size, d_model), ("vocab", "embed"))
-        self.scale = float(d_model) ** 0.5
+        self.scale = float(d_model) ** 0.5 if scaled else 1.0
         self.dtype = dtype
 
     def __call__(self, tokens: Int[Array, "B L"]) -> Float[Array, "B L D"]:

@@ -1,6 +1,6 @@
 """The paper's encoder-decoder Transformer, its config and the Table 3 presets."""
 
 from transformer_jax.models.encoder_decoder.config import TransformerConfig
-from transformer_jax.models.encoder_decoder.model import Transformer, block_spec
+from transformer_jax.models.encoder_decoder.model import Transformer
 
-__all__ = ["Transformer", "TransformerConfig", "block_spec"]
+__all__ = ["Transformer", "TransformerConfig"]

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax.numpy as jnp
-
-from transformer_jax.nn.layers import ACTIVATIONS
+from transformer_jax.models.fields import DTYPES, TINY, check_transformer_fields
 from transformer_jax.tokens import PAD_ID
-
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,51 +41,11 @@ class TransformerConfig:
     pad_id: int = PAD_ID  # Token id that is padding; it never influences a non-pad output.
 
     def __post_init__(self):
-        def positive(name):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(
-                    f"TransformerConfig.{name} must be a positive integer, got {value!r}."
-                )
-
-        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
-            positive(name)
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(
-                    f"TransformerConfig.{name} must be a non-negative integer, got {value!r}."
-                )
-        if self.d_model % self.num_heads:
-            raise ValueError(
-                f"TransformerConfig.d_model={self.d_model} is not divisible by "
-                f"num_heads={self.num_heads}: pick d_model = num_heads * head_dim."
-            )
-        if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ValueError(
-                f"TransformerConfig.d_model={self.d_model} must be even for sinusoidal positions "
-                "(sin and cos come in pairs, §3.5)."
-            )
-        for name in ("dropout_rate", "attention_dropout_rate"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"TransformerConfig.{name} must be in [0, 1), got {value!r}.")
-        choices = {
-            "norm": ("post", "pre"),
-            "activation": tuple(ACTIVATIONS),
-            "positional": ("sinusoidal", "learned"),
-            "dtype": tuple(DTYPES),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"TransformerConfig.{name}={getattr(self, name)!r} is not one of {allowed}."
-                )
-        if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(
-                f"TransformerConfig.pad_id={self.pad_id} is outside the vocabulary "
-                f"[0, {self.vocab_size})."
-            )
+        check_transformer_fields(
+            self,
+            positive=("vocab_size", "d_model", "num_heads", "d_ff", "max_len"),
+            non_negative=("num_encoder_layers", "num_decoder_layers"),
+        )
 
     @property
     def head_dim(self) -> int:
@@ -121,13 +77,5 @@ class TransformerConfig:
     @classmethod
     def tiny(cls, vocab_size: int = 64, **overrides) -> TransformerConfig:
         """A two-layer, 32-wide model for tests and quick experiments."""
-        fields = dict(
-            num_encoder_layers=2,
-            num_decoder_layers=2,
-            d_model=32,
-            num_heads=4,
-            d_ff=64,
-            dropout_rate=0.0,
-            max_len=64,
-        )
+        fields = dict(TINY, num_encoder_layers=2, num_decoder_layers=2)
         return cls(vocab_size=vocab_size, **{**fields, **overrides})

@@ -15,8 +15,8 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.models.encoder_decoder.config import TransformerConfig
+from transformer_jax.models.fields import block_spec
 from transformer_jax.nn import (
-    BlockSpec,
     Embedding,
     Stack,
     dropout,
@@ -56,8 +56,10 @@ class Transformer(nnx.Module):
             self.pos_embed = nnx.Param(
                 init(rngs.params(), (cfg.max_len, cfg.d_model)), logical_axes=(None, "embed")
             )
-        self.encoder = Stack(block_spec(cfg, decoder=False), cfg.num_encoder_layers, rngs=rngs)
-        self.decoder = Stack(block_spec(cfg, decoder=True), cfg.num_decoder_layers, rngs=rngs)
+        encoder = block_spec(cfg, causal=False, cross_attention=False)  # §3.1
+        decoder = block_spec(cfg, causal=True, cross_attention=True)  # masked, + memory
+        self.encoder = Stack(encoder, cfg.num_encoder_layers, rngs=rngs)
+        self.decoder = Stack(decoder, cfg.num_decoder_layers, rngs=rngs)
         if not cfg.tie_output:
             self.output_proj = nnx.Param(
                 xavier_uniform()(rngs.params(), (cfg.d_model, cfg.vocab_size)),
@@ -231,22 +233,3 @@ class Transformer(nnx.Module):
         y, layers = self.decoder.decode(y, cache["layers"], cross_mask=cross_mask)
         logits = self._logits(y)[:, 0]
         return logits, {**cache, "index": index + 1, "layers": layers}
-
-
-def block_spec(cfg: TransformerConfig, *, decoder: bool) -> BlockSpec:
-    """The encoder's blocks (non-causal self-attention) or the decoder's (causal, with
-    encoder-decoder attention), §3.1."""
-    return BlockSpec(
-        d_model=cfg.d_model,
-        num_heads=cfg.num_heads,
-        d_ff=cfg.d_ff,
-        causal=decoder,
-        cross_attention=decoder,
-        norm=cfg.norm,
-        activation=cfg.activation,
-        dropout_rate=cfg.dropout_rate,
-        attention_dropout_rate=cfg.attention_dropout_rate,
-        use_bias=cfg.use_bias,
-        layer_norm_eps=cfg.layer_norm_eps,
-        dtype=cfg.compute_dtype,
-    )

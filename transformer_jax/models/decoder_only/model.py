@@ -1,0 +1,121 @@
+"""The decoder-only language model (GPT): the Transformer's decoder without cross-attention.
+
+A `Stack` of causal blocks from `transformer_jax.nn` over token + position embeddings, with the
+output projection tied to the token embedding. Decoding goes through the blocks' `KVCache`: a
+prompt is fed in one call, then one token per call.
+
+Letters: B batch, T length, C cache length, N heads, D model dim, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Float, Int
+
+from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
+from transformer_jax.models.fields import block_spec
+from transformer_jax.nn import (
+    Embedding,
+    Stack,
+    dropout,
+    fold,
+    padding_mask,
+    segment_mask,
+    sinusoidal_encoding,
+)
+from transformer_jax.sharding import constrain_batch
+
+
+class DecoderOnly(nnx.Module):
+    """GPT-style language model: logits for the next token at every position.
+
+    Example:
+      >>> model = DecoderOnly(DecoderOnlyConfig.gpt2_small(), rngs=nnx.Rngs(0))
+      >>> logits = model(tokens)  # [B, T, V]
+    """
+
+    def __init__(self, cfg: DecoderOnlyConfig, *, rngs: nnx.Rngs):
+        self.cfg = cfg
+        dtype = cfg.compute_dtype
+        # GPT's embedding is not scaled by sqrt(d_model); weights with std 0.02.
+        self.embed = Embedding(cfg.vocab_size, cfg.d_model, scaled=False, dtype=dtype, rngs=rngs)
+        if cfg.positional == "learned":
+            init = jax.nn.initializers.normal(stddev=0.01)
+            self.pos_embed = nnx.Param(
+                init(rngs.params(), (cfg.max_len, cfg.d_model)), logical_axes=(None, "embed")
+            )
+        spec = block_spec(cfg, causal=True, cross_attention=False)  # no encoder to attend to
+        self.decoder = Stack(spec, cfg.num_layers, rngs=rngs)
+
+    def _embed(self, tokens, positions, rng, deterministic) -> Float[Array, "B T D"]:
+        if positions is None:
+            positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+        if self.cfg.positional == "sinusoidal":
+            pos = sinusoidal_encoding(positions, self.cfg.d_model)
+        else:
+            pos = jnp.take(self.pos_embed[...], positions, axis=0)
+        x = self.embed(tokens) + pos.astype(self.embed.dtype)
+        return constrain_batch(dropout(x, self.cfg.dropout_rate, rng, deterministic))
+
+    def __call__(
+        self,
+        tokens: Int[Array, "B T"],
+        *,
+        segment_ids: Int[Array, "B T"] | None = None,
+        positions: Int[Array, "B T"] | None = None,
+        rng: jax.Array | None = None,
+        deterministic: bool = True,
+        return_attention: bool = False,
+    ):
+        """Teacher-forced pass: float32 logits `[B, T, V]` for the token after each position.
+
+        With packed rows pass `segment_ids` (0 = padding) and per-document `positions`: no
+        document then attends to another. `return_attention=True` also returns the per-layer
+        self-attention weights `[B, N, T, T]`.
+        """
+        if not deterministic and rng is None:
+            raise ValueError("DecoderOnly: deterministic=False (dropout on) needs rng=<PRNG key>.")
+        if self.cfg.positional == "learned" and tokens.shape[1] > self.cfg.max_len:
+            raise ValueError(
+                f"DecoderOnly: {tokens.shape[1]} tokens exceed the learned positions "
+                f"(DecoderOnlyConfig.max_len={self.cfg.max_len})."
+            )
+        if segment_ids is not None:
+            mask = segment_mask(segment_ids, segment_ids)
+        else:
+            mask = padding_mask(tokens, self.cfg.pad_id)
+        x = self._embed(tokens, positions, fold(rng, 0), deterministic)
+        y, weights = self.decoder(x, mask, rng=fold(rng, 1), deterministic=deterministic)
+        logits = self.embed.attend(y)
+        if return_attention:
+            return logits, [w["self"] for w in weights]
+        return logits
+
+    # ------------------------------------------------------------------------------ decoding
+    def init_cache(self, batch: int, max_len: int) -> dict:
+        """An empty cache for up to `max_len` positions (prompt and generated tokens)."""
+        if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
+            raise ValueError(
+                f"init_cache: max_len={max_len} exceeds the learned positions' "
+                f"DecoderOnlyConfig.max_len={self.cfg.max_len}."
+            )
+        return {
+            "index": jnp.zeros((), jnp.int32),
+            "layers": self.decoder.init_cache(batch, max_len),
+        }
+
+    def decode_step(
+        self, tokens: Int[Array, "B T"], cache: dict
+    ) -> tuple[Float[Array, "B T V"], dict]:
+        """Logits after each of the next `T` tokens (a whole prompt at once, or one token).
+
+        Past positions are never recomputed: each call costs its own positions' projections
+        plus attention over the cache. Returns float32 logits and the advanced cache.
+        """
+        index = cache["index"]
+        positions = jnp.broadcast_to(index + jnp.arange(tokens.shape[1]), tokens.shape)
+        x = self._embed(tokens, positions, None, True)
+        y, layers = self.decoder.decode(x, cache["layers"])
+        return self.embed.attend(y), {"index": index + tokens.shape[1], "layers": layers}
