@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 
 from transformer_jax.nn.blocks import BlockSpec
@@ -16,6 +18,24 @@ CHOICES = {  # Fields every model that has them restricts to these values.
     "positional": ("sinusoidal", "learned"),
     "dtype": tuple(DTYPES),
 }
+
+
+class TransformerFields:
+    """Derived values and `replace` for the models' frozen config dataclasses (a mixin)."""
+
+    @property
+    def head_dim(self) -> int:
+        """d_k = d_v = d_model / h (§3.2.2)."""
+        return self.d_model // self.num_heads
+
+    @property
+    def compute_dtype(self):
+        """The jnp dtype used for activations and matrix products."""
+        return DTYPES[self.dtype]
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
 
 
 def _name(cfg, field: str) -> str:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from transformer_jax.models.fields import DTYPES, TINY, check_transformer_fields
+from transformer_jax.models.fields import TINY, TransformerFields, check_transformer_fields
 from transformer_jax.tokens import PAD_ID
 
 
 @dataclasses.dataclass(frozen=True)
-class DecoderOnlyConfig:
+class DecoderOnlyConfig(TransformerFields):
     """Shape and behaviour of the decoder-only language model; validated on construction."""
 
     vocab_size: int  # Tokenizer vocabulary (GPT-2: 50,257 byte-level BPE tokens).
@@ -39,19 +39,6 @@ class DecoderOnlyConfig:
             self,
             positive=("vocab_size", "num_layers", "d_model", "num_heads", "d_ff", "max_len"),
         )
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.num_heads
-
-    @property
-    def compute_dtype(self):
-        """The jnp dtype used for activations and matrix products."""
-        return DTYPES[self.dtype]
-
-    def replace(self, **changes) -> DecoderOnlyConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
     PRESETS = ("gpt2_small", "gpt1", "cpu", "tiny")  # Class methods giving named sizes.
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from transformer_jax.models.fields import DTYPES, TINY, check_transformer_fields
+from transformer_jax.models.fields import TINY, TransformerFields, check_transformer_fields
 from transformer_jax.tokens import PAD_ID
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformerConfig:
+class TransformerConfig(TransformerFields):
     """Shape and behaviour of the encoder-decoder Transformer.
 
     Every field is validated on construction; a bad value raises `ValueError` naming the field.
@@ -46,20 +46,6 @@ class TransformerConfig:
             positive=("vocab_size", "d_model", "num_heads", "d_ff", "max_len"),
             non_negative=("num_encoder_layers", "num_decoder_layers"),
         )
-
-    @property
-    def head_dim(self) -> int:
-        """d_k = d_v = d_model / h (§3.2.2)."""
-        return self.d_model // self.num_heads
-
-    @property
-    def compute_dtype(self):
-        """The jnp dtype used for activations and matrix products."""
-        return DTYPES[self.dtype]
-
-    def replace(self, **changes) -> TransformerConfig:
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
 
     PRESETS = ("base", "big", "tiny")  # Class methods giving named sizes.
 
