@@ -128,6 +128,9 @@ def train_tokenizer(
     vocab_size: int,
     model_type: str = "unigram",
     character_coverage: float = 1.0,
+    byte_fallback: bool = False,
+    user_defined_symbols: Sequence[str] = (),
+    max_sentence_length: int = 16384,
 ) -> Tokenizer:
     """Trains a SentencePiece model in memory.
 
@@ -135,7 +138,11 @@ def train_tokenizer(
       sentences: training text (source and target sentences together, for a shared vocabulary).
       vocab_size: wanted number of pieces; a small corpus may give fewer (no hard limit).
       model_type: "unigram", "bpe", "char" or "word".
-      character_coverage: share of characters to cover; rarer characters map to unk.
+      character_coverage: share of characters to cover; rarer characters map to unk, or with
+        `byte_fallback` to pieces of their UTF-8 bytes (then no text ever maps to unk).
+      byte_fallback: spell characters outside the vocabulary as 256 byte pieces.
+      user_defined_symbols: strings always kept as one piece (e.g. "\n", "[MASK]").
+      max_sentence_length: longest training text in bytes; longer ones are skipped.
 
     Returns:
       The trained tokenizer.
@@ -159,9 +166,11 @@ def train_tokenizer(
         # Exact round trips: no NFKC rewriting, no collapsing of repeated spaces.
         normalization_rule_name="identity",
         remove_extra_whitespaces=False,
-        # The caller samples the corpus; sentences up to 16 KiB are kept whole.
+        byte_fallback=byte_fallback,
+        user_defined_symbols=list(user_defined_symbols),
+        # The caller samples the corpus; sentences up to max_sentence_length are kept whole.
         input_sentence_size=0,
-        max_sentence_length=16384,
+        max_sentence_length=max_sentence_length,
         minloglevel=2,
     )
     return Tokenizer(buffer.getvalue())

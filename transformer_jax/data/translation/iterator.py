@@ -1,10 +1,7 @@
-"""The infinite, checkpointable training iterator: one grain dataset per epoch.
+"""The infinite, checkpointable training iterator over translation pairs.
 
-Each epoch's plan (see planning.py) is a random-access list of batches, served by
-`grain.MapDataset` with background threads (or worker processes) building batches ahead.
-The state is (epoch, batches taken in the epoch) plus a fingerprint of everything that shapes the
-plan: restoring it slices the epoch's dataset at that batch, so a restarted run sees exactly
-the batches it would have seen, whatever `num_workers` was before.
+Each epoch's plan (see planning.py) is a random-access list of batches; `EpochIterator`
+(data/epochs.py) serves it with background threads and makes the position resumable.
 """
 
 from __future__ import annotations
@@ -12,11 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any
 
-import grain
 import numpy as np
 
+from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.translation import batching, planning
 from transformer_jax.data.translation.tokenized import TokenizedPairs
 
@@ -76,7 +72,7 @@ class EpochBatches:
         )
 
 
-class TrainIterator:
+class TrainIterator(EpochIterator):
     """Yields host-local training batch dicts forever, a fresh shuffle each epoch.
 
     Attributes:
@@ -121,7 +117,7 @@ class TrainIterator:
             )
         self.lengths, self.rows = lengths, rows
         self.num_pairs, self.num_dropped = len(data), num_dropped
-        self._data, self._pack, self._seed, self._num_workers = data, pack, seed, num_workers
+        self._data, self._pack, self._seed = data, pack, seed
         self._buckets = None
         self.batches_per_bucket = None
         if not pack:
@@ -142,8 +138,7 @@ class TrainIterator:
             data.tgt_ids[: 1 << 20],
         ):
             digest.update(np.ascontiguousarray(array).tobytes())
-        self._fingerprint = digest.hexdigest()[:16]
-        self._start(0, 0)
+        super().__init__(self.epoch_batches, digest.hexdigest()[:16], num_workers=num_workers)
 
     def epoch_batches(self, epoch: int) -> EpochBatches:
         """Returns the batches of `epoch` as a random-access sequence (no threads, no state)."""
@@ -157,83 +152,3 @@ class TrainIterator:
             self._buckets,
             self.batches_per_bucket,
         )
-
-    def _start(self, epoch: int, batch: int) -> None:
-        source = self.epoch_batches(epoch)
-        if batch > len(source):
-            raise ValueError(
-                f"Iterator state has batch_in_epoch={batch}, but epoch {epoch} has "
-                f"only {len(source)} batches. Pass a state from get_state()."
-            )
-        self._epoch, self._batch, self._source = epoch, batch, source
-        dataset = grain.MapDataset.source(source)[batch:]
-        iter_dataset = dataset.to_iter_dataset(
-            grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)
-        )
-        if self._num_workers > 0:
-            from absl import flags
-
-            if not flags.FLAGS.is_parsed():  # grain's workers read absl flags; use defaults.
-                flags.FLAGS.mark_as_parsed()
-            iter_dataset = iter_dataset.mp_prefetch(
-                grain.MultiprocessingOptions(num_workers=self._num_workers)
-            )
-        self._inner = iter(iter_dataset)
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next batch comes from (or the one just finished)."""
-        return self._epoch
-
-    @property
-    def batches_in_epoch(self) -> int:
-        """Number of batches in the current epoch (varies with the shuffle when packing)."""
-        return len(self._source)
-
-    def __iter__(self) -> TrainIterator:
-        return self
-
-    def __next__(self) -> dict[str, np.ndarray]:
-        if self._batch >= len(self._source):
-            self._start(self._epoch + 1, 0)
-        batch = next(self._inner)
-        self._batch += 1
-        return batch
-
-    def get_state(self) -> dict[str, Any]:
-        """Returns the position as a JSON-serialisable dict (for Orbax JsonSave)."""
-        return {
-            "epoch": self._epoch,
-            "batch_in_epoch": self._batch,
-            "fingerprint": self._fingerprint,
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Moves to a position from `get_state` (of an iterator over the same data and config).
-
-        Raises:
-          ValueError: the state is malformed or came from different data, config or hosts.
-        """
-        try:
-            epoch, batch, fingerprint = (
-                state["epoch"],
-                state["batch_in_epoch"],
-                state["fingerprint"],
-            )
-        except (KeyError, TypeError):
-            raise ValueError(
-                f"Iterator state {state!r} lacks epoch/batch_in_epoch/fingerprint; "
-                f"pass a dict from TrainIterator.get_state()."
-            ) from None
-        if fingerprint != self._fingerprint:
-            raise ValueError(
-                f"Iterator state fingerprint {fingerprint!r} != {self._fingerprint!r}: it was "
-                f"saved over other training data, tokenizer, batch config, seed or process "
-                f"layout. Restore with the config and workdir of the saved run."
-            )
-        if not (isinstance(epoch, int) and isinstance(batch, int) and epoch >= 0 <= batch):
-            raise ValueError(
-                f"Iterator state has epoch={epoch!r}, batch_in_epoch={batch!r}: "
-                f"not a position. Pass a state from get_state()."
-            )
-        self._start(epoch, batch)

@@ -8,7 +8,10 @@ Every problem is reported as `path:line: what is wrong. What to do.`
 from __future__ import annotations
 
 import os
-import pathlib
+
+from transformer_jax.data.files import file_fingerprint, read_text
+
+__all__ = ["file_fingerprint", "read_aligned", "read_lines", "read_tsv"]
 
 
 def read_lines(path: str | os.PathLike) -> list[str]:
@@ -24,22 +27,7 @@ def read_lines(path: str | os.PathLike) -> list[str]:
       FileNotFoundError: the file does not exist.
       ValueError: the file is empty or not valid UTF-8 (naming the line).
     """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file. Check the text_* fields of the config.")
-    data = path.read_bytes()
-    if not data.strip():
-        raise ValueError(f"{path}:1: the file is empty. Give a file with one sentence a line.")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ValueError(
-            f"{path}:{line}: invalid UTF-8 (byte 0x{data[e.start]:02x} at column {column}). "
-            f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`."
-        ) from None
-    text = text.removeprefix("\ufeff")  # A byte-order mark is not part of the first sentence.
+    text = read_text(path)
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -94,12 +82,3 @@ def read_tsv(path: str | os.PathLike) -> list[tuple[str, str]]:
             )
         pairs.append((fields[0], fields[1]))
     return pairs
-
-
-def file_fingerprint(*paths: str | os.PathLike) -> str:
-    """Identifies files by absolute path, size and modification time (for cache keys)."""
-    parts = []
-    for path in paths:
-        stat = pathlib.Path(path).stat()
-        parts.append(f"{pathlib.Path(path).resolve()}:{stat.st_size}:{stat.st_mtime_ns}")
-    return "|".join(parts)
