@@ -1,26 +1,19 @@
 """Fields every training config shares, with the paper's values (§5.3, §5.4) as defaults.
 
-Each config file calls `base_config()` and changes what differs; every field has a comment.
+Each config file calls `base_config()` (translation) or `lm_base_config()` (language model) and
+changes what differs; every field has a comment.
 """
 
 import ml_collections
 
 from transformer_jax import models
 from transformer_jax.data import default_data_config
+from transformer_jax.data.lm.config import default_lm_data_config
 
 
-def base_config() -> ml_collections.ConfigDict:
-    c = ml_collections.ConfigDict()
+def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Adds the fields of the training loop, whatever the task, to `c`."""
     c.seed = 0  # Parameter initialisation; dropout keys use seed + 1 folded with the step.
-    c.task = "translation"  # What is learned: a name from transformer_jax.tasks.
-
-    # Model: `name` (from transformer_jax.models) and every field of its config dataclass, from
-    # the Table 3 "base" preset; each field is commented in TransformerConfig. vocab_size and
-    # max_len stay None: the tokenizer and data.max_len decide them.
-    c.model = models.config_section("encoder_decoder", "base")  # Table 3 "base" (§6.2).
-
-    # Data: see transformer_jax/data/config.py for every field.
-    c.data = default_data_config()  # Sources, tokenizer, batching: see that function.
 
     # Optimisation (§5.3).
     c.num_train_steps = 100_000  # Updates to run.
@@ -38,10 +31,47 @@ def base_config() -> ml_collections.ConfigDict:
 
     # Logging, evaluation, checkpoints.
     c.log_every = 100  # Steps between train-metric lines.
-    c.eval_every = 2000  # Steps between validation loss + BLEU.
-    c.eval_bleu_sentences = 500  # Validation sentences greedily decoded for BLEU at each eval.
-    c.decode_batch_size = 64  # Rows per decoding batch.
+    c.eval_every = 2000  # Steps between validation metrics.
     c.checkpoint_every = 1000  # Steps between checkpoints (also on the last step and SIGTERM).
     c.keep_checkpoints = 3  # Latest checkpoints kept for resumption (the best is kept apart).
+    return c
+
+
+def base_config() -> ml_collections.ConfigDict:
+    """Translation with the encoder-decoder (the paper's task)."""
+    c = ml_collections.ConfigDict()
+    c.task = "translation"  # What is learned: a name from transformer_jax.tasks.
+
+    # Model: `name` (from transformer_jax.models) and every field of its config dataclass, from
+    # the Table 3 "base" preset; each field is commented in TransformerConfig. vocab_size and
+    # max_len stay None: the tokenizer and data.max_len decide them.
+    c.model = models.config_section("encoder_decoder", "base")  # Table 3 "base" (§6.2).
+
+    # Data: see transformer_jax/data/translation/config.py for every field.
+    c.data = default_data_config()  # Sources, tokenizer, batching: see that function.
+    training_fields(c)
+    c.eval_bleu_sentences = 500  # Validation sentences greedily decoded for BLEU at each eval.
+    c.decode_batch_size = 64  # Rows per decoding batch.
     c.test_sentences = 0  # Test sentences decoded after the last step; -1 = all, 0 = none.
+    return c
+
+
+def lm_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
+    """Causal language modelling with the decoder-only model (GPT)."""
+    c = ml_collections.ConfigDict()
+    c.task = "language_model"  # Next-token prediction over packed documents.
+
+    # Model: every field of DecoderOnlyConfig from a preset (gpt2_small, gpt1, cpu, tiny);
+    # vocab_size stays None: the tokenizer decides it.
+    c.model = models.config_section("decoder_only", preset)
+
+    # Data: see transformer_jax/data/lm/config.py for every field.
+    c.data = default_lm_data_config()  # The stdlib documentation corpus, SentencePiece.
+    training_fields(c)
+    c.label_smoothing = 0.0  # Plain likelihood: perplexity and bits per byte are its measures.
+    c.samples = 3  # Held-out prompts continued at the final test (1 at each evaluation).
+    c.sample_tokens = 48  # Tokens generated per sample.
+    c.sample_temperature = 0.8  # Sampling temperature of the samples (0 = greedy).
+    c.sample_top_p = 0.95  # Nucleus of the samples.
+    c.baselines = True  # Test bits per byte of lzma, zlib and a char bigram beside the model's.
     return c

@@ -77,9 +77,19 @@ def test_module_imports_have_no_cycle():
 def test_inference_imports_nothing_from_training_or_tasks():
     code = (
         "import sys, transformer_jax.inference, transformer_jax.translate, "
-        "transformer_jax.evaluate; "
+        "transformer_jax.generate; "
         "print(sorted(m for m in sys.modules if m.startswith(('transformer_jax.training', "
         "'transformer_jax.tasks'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_evaluation_imports_nothing_from_training():
+    # `evaluate` scores with the task's own evaluation (the one training runs), not the loop.
+    code = (
+        "import sys, transformer_jax.evaluate; "
+        "print(sorted(m for m in sys.modules if m.startswith('transformer_jax.training')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

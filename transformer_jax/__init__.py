@@ -1,11 +1,19 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
 Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`) -> `tasks` (data, loss, evaluation) -> `training` (the loop).
+loading, `Translator`, `Generator`) -> `tasks` (data, loss, evaluation) -> `training` (the loop).
 """
 
-from transformer_jax.inference import Translator, beam_search, greedy_decode, length_penalty, sample
+from transformer_jax.inference import (
+    Generator,
+    Translator,
+    beam_search,
+    greedy_decode,
+    length_penalty,
+    sample,
+)
 from transformer_jax.models import count_params
+from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
 from transformer_jax.nn import (
     causal_mask,
@@ -18,6 +26,9 @@ from transformer_jax.nn import (
 )
 
 __all__ = [
+    "DecoderOnly",
+    "DecoderOnlyConfig",
+    "Generator",
     "Transformer",
     "TransformerConfig",
     "Translator",

@@ -1,8 +1,14 @@
-"""Decode a split of a run's dataset and score it: sacreBLEU, chrF and exact match.
+"""Score a split of a run's dataset: BLEU for translation, bits per byte for language models.
 
     python -m transformer_jax.evaluate --workdir=runs/default --split=test \
         [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N]
+    python -m transformer_jax.evaluate --workdir=runs/gpt --split=test [--step=N]
 
+Language-model workdirs (config.task == "language_model") get the split's loss, perplexity,
+token accuracy and bits per byte beside lzma, zlib and a character bigram on the same text,
+and a few samples; the figures go to `<workdir>/eval/<split>.step<S>.lm.json`.
+
+Translation:
 The pairs come from the run's own data config (config.json), so the split is the one the run
 held out. BLEU is sacreBLEU's corpus BLEU on detokenized, cased text, printed with its signature.
 The hypotheses are written one per line, in the split's order, to
@@ -17,11 +23,16 @@ import json
 import sys
 import time
 
+import jax
+import numpy as np
+
+from transformer_jax import tasks
 from transformer_jax.data import get_pairs
+from transformer_jax.inference import loading
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.translate import add_model_flags, quiet_logs
-from transformer_jax.workdir import CheckpointError
+from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def output_stem(split: str, steps: tuple[int, ...], beam_size: int) -> str:
@@ -47,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--max_sentences must be >= 0, got {args.max_sentences}.")
 
     try:
+        workdir = Workdir.at(args.workdir).require()
+        if workdir.read_config().get("task") == "language_model":
+            return evaluate_language_model(workdir, args)
         translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
         workdir = translator.workdir
         pairs = get_pairs(translator.config.data, args.split, cache_dir=workdir.cache)
@@ -95,6 +109,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chrF {scores['chrf']:.2f}")
     print(f"exact match {100 * scores['exact_match']:.1f}% ({matches}/{len(pairs)})")
     print(f"hypotheses: {hyp_path}")
+    return 0
+
+
+def evaluate_language_model(workdir: Workdir, args: argparse.Namespace) -> int:
+    """Loss, perplexity and bits per byte of a split beside the baselines; samples."""
+    config = workdir.read_config()
+    task = tasks.get("language_model")(config, workdir)
+    model, steps = loading.load_model(workdir, config, task.tokenizer, args.step, args.average_last)
+    mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("data",))
+    metrics, line = task.evaluate(model, args.split, mesh=mesh)
+    if not metrics:
+        raise ValueError(f"the {args.split} split of {workdir} has no documents to score.")
+    out_dir = workdir.eval
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{args.split}.step{steps[-1]}.lm.json"
+    record = {"split": args.split, "steps": list(steps), **metrics}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"step {steps[-1]}, {line}")
+    print(f"figures: {path}")
     return 0
 
 

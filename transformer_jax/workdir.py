@@ -3,6 +3,8 @@
     config.json          the resolved training config (checked on every restart)
     model.json           the model's name and every field of its config (the data's values in)
     tokenizer.model      the SentencePiece model (+ tokenizer.json: the settings it came from)
+    corpus.json          what a language model read: per split documents and bytes; for the
+                         embedded stdlib corpus, the Python version and a content hash
     cache/               generated corpora and tokenized splits
     checkpoints/<step>/  the latest saves: train state, data-iterator state, metadata
     best/<step>/         the best save by the task's validation metric
@@ -77,6 +79,7 @@ class Workdir:
     model_json = _child("model.json")
     tokenizer_model = _child("tokenizer.model")
     tokenizer_settings = _child("tokenizer.json")
+    corpus_json = _child("corpus.json")
     cache = _child("cache")
     checkpoints = _child("checkpoints")
     best = _child("best")

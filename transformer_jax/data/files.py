@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import pathlib
 
+from transformer_jax import storage
+
 
 def read_text(path: str | os.PathLike) -> str:
     """Reads a whole UTF-8 file (a leading byte-order mark is dropped).
 
     Args:
-      path: the file.
+      path: the file (local or a gs:// URI).
 
     Returns:
       Its text, line ends as written.
@@ -23,7 +25,7 @@ def read_text(path: str | os.PathLike) -> str:
       ValueError: the file is empty (or only whitespace) or not valid UTF-8 (naming the line
         and column of the first bad byte).
     """
-    path = pathlib.Path(path)
+    path = storage.as_path(path)  # Local, or gs:// and other etils.epath schemes.
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file. Check the text_* fields of the config.")
     data = path.read_bytes()

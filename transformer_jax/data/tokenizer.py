@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import sentencepiece as spm
@@ -174,3 +175,37 @@ def train_tokenizer(
         minloglevel=2,
     )
     return Tokenizer(buffer.getvalue())
+
+
+def load_or_train(
+    model_path: str | os.PathLike,
+    settings_path: str | os.PathLike,
+    settings: dict,
+    train: Callable[[], Tokenizer],
+) -> Tokenizer:
+    """The workdir's tokenizer: loaded if `model_path` exists, else trained and written there.
+
+    Args:
+      model_path: where the SentencePiece model lives (e.g. workdir/tokenizer.model).
+      settings_path: a JSON file of the config fields that decided the training.
+      settings: those fields now; a model trained with other values is refused.
+      train: trains a new model (called only when there is none).
+
+    Raises:
+      ValueError: the existing model was trained with other settings (naming them).
+    """
+    model_path, settings_path = storage.as_path(model_path), storage.as_path(settings_path)
+    if model_path.exists():
+        saved = json.loads(settings_path.read_text()) if settings_path.exists() else settings
+        if saved != settings:
+            changed = sorted(k for k in settings if saved.get(k) != settings[k])
+            raise ValueError(
+                f"{model_path} was trained with { ({k: saved.get(k) for k in changed}) }, but the "
+                f"config now says { ({k: settings[k] for k in changed}) }. Use a new workdir, "
+                f"delete the tokenizer files to retrain, or restore the config."
+            )
+        return Tokenizer.load(model_path)
+    tokenizer = train()
+    tokenizer.save(model_path)
+    storage.write_text_atomic(settings_path, json.dumps(settings, indent=1))
+    return tokenizer

@@ -1,15 +1,18 @@
-"""Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`.
+"""Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`
+and `Generator`.
 
 Imports nothing from `transformer_jax.training`: a workdir is read through
 `transformer_jax.workdir` and the model registry only.
 """
 
 from transformer_jax.inference.decoding import beam_search, greedy_decode, sample
+from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.search import length_penalty
 from transformer_jax.inference.translator import AttentionResult, Translator
 
 __all__ = [
     "AttentionResult",
+    "Generator",
     "Translator",
     "beam_search",
     "greedy_decode",

@@ -24,6 +24,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from transformer_jax import models
+from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -51,8 +52,13 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 # ---------------------------------------------------------------------------- workdir files
-def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> Tokenizer:
-    """The tokenizer of the run: `workdir/tokenizer.model`, else `data.spm_model_path`."""
+def load_tokenizer(
+    workdir: Workdir, config: ml_collections.ConfigDict
+) -> Tokenizer | ByteTokenizer:
+    """The tokenizer of the run: bytes (`data.tokenizer="byte"`), else
+    `workdir/tokenizer.model`, else `data.spm_model_path`."""
+    if config.get("data", {}).get("tokenizer") == "byte":
+        return ByteTokenizer()
     path = workdir.tokenizer_model
     external = config.get("data", {}).get("spm_model_path")
     if not path.is_file() and external:
@@ -72,7 +78,9 @@ def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> Token
 
 
 def load_model_config(
-    workdir: Workdir, config: ml_collections.ConfigDict, tokenizer: Tokenizer | None
+    workdir: Workdir,
+    config: ml_collections.ConfigDict,
+    tokenizer: Tokenizer | ByteTokenizer | None,
 ) -> Any:
     """The model's config dataclass: from model.json, or for a 0.1 workdir from config.json's
     model section with the tokenizer's vocabulary and `data.max_len` (what training used)."""
@@ -236,7 +244,7 @@ def average_params(trees: list[nnx.State]) -> nnx.State:
 def load_model(
     workdir: Workdir,
     config: ml_collections.ConfigDict,
-    tokenizer: Tokenizer | None,
+    tokenizer: Tokenizer | ByteTokenizer | None,
     step: int | None = None,
     average_last: int = 0,
 ) -> tuple[nnx.Module, list[int]]:

@@ -56,17 +56,42 @@ def greedy_pick(log_probs: Float[Array, "B V"], key: jax.Array) -> Int[Array, " 
     return jnp.argmax(log_probs, axis=-1).astype(jnp.int32)
 
 
-def sampling_pick(temperature: Float[Array, ""] | float, top_k: Int[Array, ""] | int = 0) -> PickFn:
-    """Draws from softmax(log_probs / temperature), restricted to the `top_k` best when > 0.
+def top_k_filter(logits: Float[Array, "B V"], k: Int[Array, ""] | int) -> Float[Array, "B V"]:
+    """Logits outside the `k` largest of each row set to -inf (k <= 0 keeps all)."""
+    descending = -jnp.sort(-logits, axis=-1)
+    kth_best = jnp.take(descending, jnp.maximum(k, 1) - 1, axis=-1)[:, None]
+    return jnp.where((k > 0) & (logits < kth_best), NEG_INF, logits)
 
-    Both arguments may be traced values, so changing them does not recompile.
+
+def top_p_filter(logits: Float[Array, "B V"], p: Float[Array, ""] | float) -> Float[Array, "B V"]:
+    """Nucleus filter (Holtzman et al. 2019): keeps the smallest set of most probable tokens
+    whose probability reaches `p`, logits of the rest set to -inf (p = 1 keeps all).
+
+    A token is kept when the probability of the tokens ranked strictly above it is below `p`,
+    so the best token always stays. Tokens tied with the last one kept are kept too (the set is
+    then not the smallest, but no tie is broken arbitrarily).
+    """
+    probs = jax.nn.softmax(logits, axis=-1)
+    descending = -jnp.sort(-probs, axis=-1)
+    above = jnp.cumsum(descending, axis=-1) - descending  # mass ranked above each rank
+    kept_ranks = above < p
+    threshold = jnp.min(jnp.where(kept_ranks, descending, jnp.inf), axis=-1, keepdims=True)
+    return jnp.where((p < 1.0) & (probs < threshold), NEG_INF, logits)
+
+
+def sampling_pick(
+    temperature: Float[Array, ""] | float,
+    top_k: Int[Array, ""] | int = 0,
+    top_p: Float[Array, ""] | float = 1.0,
+) -> PickFn:
+    """Draws from softmax(log_probs / temperature), restricted to the `top_k` best when > 0 and
+    then to the nucleus of probability `top_p` when < 1.
+
+    All arguments may be traced values, so changing them does not recompile.
     """
 
     def pick(log_probs: Float[Array, "B V"], key: jax.Array) -> Int[Array, " B"]:
-        logits = log_probs / temperature
-        descending = -jnp.sort(-logits, axis=-1)
-        kth_best = jnp.take(descending, jnp.maximum(top_k, 1) - 1, axis=-1)[:, None]
-        logits = jnp.where((top_k > 0) & (logits < kth_best), NEG_INF, logits)
+        logits = top_p_filter(top_k_filter(log_probs / temperature, top_k), top_p)
         return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
 
     return pick
@@ -80,7 +105,7 @@ def sample_loop(
     max_len: int,
     pick_fn: PickFn = greedy_pick,
     rng: jax.Array | None = None,
-    bos_id: int,
+    bos_id: int | Int[Array, " B"],
     eos_id: int | None,
     pad_id: int,
 ) -> Decoded:
@@ -94,6 +119,7 @@ def sample_loop(
       pick_fn: `(log_probs [B, V], key) -> tokens [B]`; `greedy_pick` by default.
       rng: key for `pick_fn`, folded with the step number; needed only by random picks.
       bos_id, eos_id, pad_id: special tokens; `eos_id=None` never stops (fixed-length runs).
+        `bos_id` may be one token per row (a language model continues each prompt's last).
 
     Returns:
       `Decoded(tokens [B, L], scores [B], steps)`: scores sum the log-probs of the tokens chosen
@@ -105,7 +131,7 @@ def sample_loop(
         tokens=jnp.full((batch_size, max_len), pad_id, jnp.int32),
         scores=jnp.zeros((batch_size,), jnp.float32),
         finished=jnp.zeros((batch_size,), bool),
-        last=jnp.full((batch_size,), bos_id, jnp.int32),
+        last=jnp.broadcast_to(jnp.asarray(bos_id, jnp.int32), (batch_size,)),
         state=state,
     )
 

@@ -4,9 +4,10 @@ A training config names its task (`config.task = "translation"`); `get(name)` gi
 """
 
 from transformer_jax.tasks.base import ResumableIterator, Task
+from transformer_jax.tasks.language_model import LanguageModelTask
 from transformer_jax.tasks.translation import TranslationTask
 
-_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (TranslationTask,)}
+_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (TranslationTask, LanguageModelTask)}
 
 
 def get(name: str) -> type[Task]:
@@ -16,4 +17,4 @@ def get(name: str) -> type[Task]:
     return _TASKS[name]
 
 
-__all__ = ["ResumableIterator", "Task", "TranslationTask", "get"]
+__all__ = ["LanguageModelTask", "ResumableIterator", "Task", "TranslationTask", "get"]

@@ -5,6 +5,8 @@ Letters: B batch, T target length, V vocabulary.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
@@ -70,3 +72,11 @@ def summarize(sums: dict) -> dict[str, float]:
         "perplexity": float(jnp.exp(jnp.minimum(nll, 50.0))),
         "tokens": float(sums["tokens"]),
     }
+
+
+def bits_per_byte(nll_nats: float, num_bytes: float) -> float:
+    """Total negative log-likelihood in bits over the bytes of the text it scored:
+    nll / ln 2 / bytes. A tokenizer-free measure (a compressor's is 8 x compressed / original)."""
+    if num_bytes <= 0:
+        raise ValueError(f"bits_per_byte needs a positive byte count, got {num_bytes}.")
+    return nll_nats / math.log(2.0) / num_bytes

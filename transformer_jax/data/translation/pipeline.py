@@ -12,7 +12,6 @@ a `Workdir`, a local path or a gs:// URI.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -20,8 +19,7 @@ import os
 import ml_collections
 import numpy as np
 
-from transformer_jax import storage
-from transformer_jax.data.tokenizer import Tokenizer, train_tokenizer
+from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
@@ -74,42 +72,34 @@ def load_tokenizer_or_train(cfg: ml_collections.ConfigDict, workdir: WorkdirLike
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
     workdir = _workdir(workdir)
-    model_path, settings_path = workdir.tokenizer_model, workdir.tokenizer_settings
-    settings = _tokenizer_settings(cfg)
-    if model_path.exists():
-        saved = json.loads(settings_path.read_text()) if settings_path.exists() else settings
-        if saved != settings:
-            changed = sorted(k for k in settings if saved.get(k) != settings[k])
-            raise ValueError(
-                f"{model_path} was trained with { ({k: saved.get(k) for k in changed}) }, but the "
-                f"config now says { ({k: settings[k] for k in changed}) }. Use a new workdir, "
-                f"delete the tokenizer files to retrain, or restore the config."
-            )
-        return Tokenizer.load(model_path)
-    pairs = sources.sample_pairs(
-        cfg,
-        "train",
-        math.ceil(cfg.spm_sample_size / 2),
-        _TOKENIZER_SEED,
-        cache_dir=workdir.cache,
+
+    def train() -> Tokenizer:
+        pairs = sources.sample_pairs(
+            cfg,
+            "train",
+            math.ceil(cfg.spm_sample_size / 2),
+            _TOKENIZER_SEED,
+            cache_dir=workdir.cache,
+        )
+        sentences = [s for pair in pairs for s in pair][: cfg.spm_sample_size]
+        tokenizer = train_tokenizer(
+            sentences,
+            vocab_size=cfg.vocab_size,
+            model_type=cfg.spm_model_type,
+            character_coverage=cfg.spm_character_coverage,
+        )
+        logging.info(
+            "Trained a %s tokenizer of %d pieces on %d sentences into %s",
+            cfg.spm_model_type,
+            tokenizer.vocab_size,
+            len(sentences),
+            workdir.tokenizer_model,
+        )
+        return tokenizer
+
+    return load_or_train(
+        workdir.tokenizer_model, workdir.tokenizer_settings, _tokenizer_settings(cfg), train
     )
-    sentences = [s for pair in pairs for s in pair][: cfg.spm_sample_size]
-    tokenizer = train_tokenizer(
-        sentences,
-        vocab_size=cfg.vocab_size,
-        model_type=cfg.spm_model_type,
-        character_coverage=cfg.spm_character_coverage,
-    )
-    logging.info(
-        "Trained a %s tokenizer of %d pieces on %d sentences into %s",
-        cfg.spm_model_type,
-        tokenizer.vocab_size,
-        len(sentences),
-        model_path,
-    )
-    tokenizer.save(model_path)
-    storage.write_text_atomic(settings_path, json.dumps(settings, indent=1))
-    return tokenizer
 
 
 def tokenized_split(

@@ -94,15 +94,22 @@ class DecoderOnly(nnx.Module):
         return logits
 
     # ------------------------------------------------------------------------------ decoding
-    def init_cache(self, batch: int, max_len: int) -> dict:
-        """An empty cache for up to `max_len` positions (prompt and generated tokens)."""
+    def init_cache(self, batch: int, max_len: int, start: Int[Array, " B"] | None = None) -> dict:
+        """An empty cache for up to `max_len` positions (prompt and generated tokens).
+
+        `start[b]` is the number of left-padding positions of row b (prompts of different
+        lengths, right-aligned): they are never attended to, and row b's first real token
+        gets position 0.
+        """
         if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
             raise ValueError(
                 f"init_cache: max_len={max_len} exceeds the learned positions' "
                 f"DecoderOnlyConfig.max_len={self.cfg.max_len}."
             )
+        start = jnp.zeros((batch,), jnp.int32) if start is None else jnp.asarray(start, jnp.int32)
         return {
             "index": jnp.zeros((), jnp.int32),
+            "start": start,
             "layers": self.decoder.init_cache(batch, max_len),
         }
 
@@ -114,8 +121,12 @@ class DecoderOnly(nnx.Module):
         Past positions are never recomputed: each call costs its own positions' projections
         plus attention over the cache. Returns float32 logits and the advanced cache.
         """
-        index = cache["index"]
-        positions = jnp.broadcast_to(index + jnp.arange(tokens.shape[1]), tokens.shape)
+        index, start = cache["index"], cache["start"]
+        columns = index + jnp.arange(tokens.shape[1])  # [T] cache slots being written
+        positions = jnp.maximum(columns[None, :] - start[:, None], 0)  # [B, T]
+        slots = jnp.arange(cache["layers"][0]["self"].key.shape[1])  # [C]
+        live = (slots[None, :] >= start[:, None])[:, None, None, :]  # [B, 1, 1, C]: no padding
         x = self._embed(tokens, positions, None, True)
-        y, layers = self.decoder.decode(x, cache["layers"])
-        return self.embed.attend(y), {"index": index + tokens.shape[1], "layers": layers}
+        y, layers = self.decoder.decode(x, cache["layers"], live)
+        new = {"index": index + tokens.shape[1], "start": start, "layers": layers}
+        return self.embed.attend(y), new

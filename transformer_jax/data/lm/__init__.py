@@ -1,0 +1,1 @@
+"""Language-model data: documents, tokenized rows, the embedded corpus."""

@@ -1,0 +1,252 @@
+"""Causal language modelling: next-token loss over packed documents, perplexity, bits per byte.
+
+Batches (from `transformer_jax.data.lm`): `inputs`, `targets`, `weights`, `segment_ids`,
+`positions`, `bytes`, all `[B, T]`; see data/lm/rows.py. Bits per byte is the total negative
+log-likelihood in bits over the UTF-8 bytes of the text (each document counting one byte for
+its end): unlike perplexity it does not depend on the tokenizer, so models with different
+vocabularies, and compressors, compare on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import ml_collections
+from flax import nnx
+from jax.sharding import Mesh
+
+from transformer_jax import sharding as shd
+from transformer_jax import storage
+from transformer_jax.data.lm import config as lm_config
+from transformer_jax.data.lm import pipeline
+from transformer_jax.data.lm.config import SPLITS
+from transformer_jax.data.lm.sources import read_documents
+from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
+from transformer_jax.inference.generator import Generator
+from transformer_jax.tasks import losses, text_baselines
+from transformer_jax.tasks.base import Task
+from transformer_jax.workdir import Workdir
+
+SAMPLE_PROMPT_CHARS = 40  # Samples continue the first characters of held-out documents.
+
+
+def lm_loss(
+    model: nnx.Module,
+    batch: dict[str, jax.Array],
+    rng: jax.Array | None,
+    deterministic: bool,
+    *,
+    label_smoothing: float = 0.0,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """(summed loss, metric sums incl. NLL in nats and the bytes covered) of a packed batch."""
+    logits = model(
+        batch["inputs"],
+        segment_ids=batch["segment_ids"],
+        positions=batch["positions"],
+        rng=rng,
+        deterministic=deterministic,
+    )
+    sums = losses.token_metrics(logits, batch["targets"], batch["weights"], label_smoothing)
+    sums["bytes"] = batch["bytes"].sum()
+    return sums["loss_sum"], sums
+
+
+def lm_summary(sums: Mapping[str, Any]) -> dict[str, float]:
+    """Loss, perplexity, token accuracy and bits per byte (and per token) from summed metrics."""
+    out = losses.summarize(sums)
+    out["bits_per_token"] = out["nll"] / math.log(2)
+    if float(sums["bytes"]) > 0:
+        out["bits_per_byte"] = losses.bits_per_byte(float(sums["nll_sum"]), float(sums["bytes"]))
+    return out
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _loss_sums(graphdef, params, batch, label_smoothing):
+    return lm_loss(nnx.merge(graphdef, params), batch, None, True, label_smoothing=label_smoothing)[
+        1
+    ]
+
+
+def split_loss(
+    model: nnx.Module, batches: Sequence[dict], mesh: Mesh, label_smoothing: float = 0.0
+) -> dict[str, float]:
+    """The summarized metrics of a whole split's batches (host-local rows, global sums)."""
+    graphdef, params = nnx.split(model)
+    sharding, total = shd.batch_sharding(mesh), None
+    for batch in batches:
+        batch = {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
+        with jax.set_mesh(mesh):
+            sums = _loss_sums(graphdef, params, batch, label_smoothing)
+        total = sums if total is None else jax.tree.map(lambda a, b: a + b, total, sums)
+    return lm_summary(jax.device_get(total)) if total is not None else {}
+
+
+def sample_prompts(documents: Sequence[str], count: int) -> list[str]:
+    """The first words (about SAMPLE_PROMPT_CHARS characters) of the first `count` documents."""
+    prompts = []
+    for doc in documents[:count]:
+        cut = doc.rfind(" ", 0, SAMPLE_PROMPT_CHARS)
+        prompts.append(doc[: cut if cut > 0 else SAMPLE_PROMPT_CHARS])
+    return prompts
+
+
+def comparison_table(metrics: Mapping[str, float]) -> str:
+    """The model's bits per byte beside the baselines', best first."""
+    rows = [("this model", metrics["bits_per_byte"])]
+    rows += [
+        (name, metrics[f"{key}_bits_per_byte"])
+        for name, key in (("lzma -9e", "lzma"), ("zlib -9", "zlib"), ("char bigram", "bigram"))
+        if f"{key}_bits_per_byte" in metrics
+    ]
+    return "\n".join(
+        f"  {name:<12} {bpb:6.3f} bits/byte" for name, bpb in sorted(rows, key=lambda r: r[1])
+    )
+
+
+class LanguageModelTask(Task):
+    """Next-token prediction with the decoder-only model (GPT)."""
+
+    name = "language_model"
+    normalizer = "tokens"
+    best_metric = "bits_per_byte"
+    best_mode = "min"
+    model_defining_data_fields = (
+        "source",
+        "tokenizer",
+        "vocab_size",
+        "spm_model_type",
+        "spm_model_path",
+        "tfds_name",
+        "tfds_text_key",
+        "text_train",
+        "text_documents",
+    )
+
+    @classmethod
+    def validate(cls, config: ml_collections.ConfigDict) -> None:
+        lm_config.validate_lm_data_config(config.data)
+        if config.model.name != "decoder_only":
+            raise ValueError(
+                f"config.task='language_model' trains the 'decoder_only' model, but "
+                f"config.model.name={config.model.name!r}. Use "
+                f"models.config_section('decoder_only', ...)."
+            )
+        positions = config.model.max_len
+        if config.model.positional == "learned" and config.data.max_len > positions:
+            raise ValueError(
+                f"config.data.max_len={config.data.max_len} exceeds the model's learned "
+                f"positions config.model.max_len={positions}. Lower the first or raise the second."
+            )
+        if not 0.0 <= config.label_smoothing < 1.0:
+            raise ValueError(
+                f"config.label_smoothing must be in [0, 1), got {config.label_smoothing}."
+            )
+        for name in ("samples", "sample_tokens"):
+            value = config[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"config.{name} must be an integer >= 0, got {value!r}.")
+        if not isinstance(config.baselines, bool):
+            raise ValueError(f"config.baselines must be True or False, got {config.baselines!r}.")
+
+    @classmethod
+    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+        config = copy.deepcopy(config)
+        config.data = lm_config.with_absolute_paths(config.data)
+        return config
+
+    def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
+        super().__init__(config, workdir)
+        self.tokenizer = pipeline.load_lm_tokenizer(config.data, workdir)
+        self._documents: dict[str, list[str]] = {}
+
+    def write_corpus_manifest(self) -> dict:
+        """Writes workdir/corpus.json: per split documents and UTF-8 bytes, and for the stdlib
+        corpus the Python version and content hash it was gathered from."""
+        manifest = {"source": self.config.data.source}
+        if self.config.data.source == "stdlib":
+            manifest |= load_stdlib_corpus(self.workdir.cache).manifest()
+        else:
+            for split in SPLITS:
+                texts = self.documents(split)
+                manifest[split] = {
+                    "documents": len(texts),
+                    "bytes": sum(len(t.encode("utf-8")) for t in texts),
+                }
+        storage.write_text_atomic(self.workdir.corpus_json, json.dumps(manifest, indent=1))
+        return manifest
+
+    def documents(self, split: str) -> list[str]:
+        """The texts of a split, read once per run."""
+        if split not in self._documents:
+            try:
+                self._documents[split] = read_documents(self.config.data, split, self.workdir.cache)
+            except ValueError:
+                if split != "test" or self.config.data.source != "text":
+                    raise
+                self._documents[split] = []
+        return self._documents[split]
+
+    def data_values(self) -> Mapping[str, Any]:
+        return {"vocab_size": self.tokenizer.vocab_size}
+
+    def train_iterator(self):
+        if jax.process_index() == 0:
+            self.write_corpus_manifest()
+        return pipeline.make_lm_train_iterator(self.config.data, self.tokenizer, self.workdir)
+
+    def eval_batches(self, split: str = "eval"):
+        return pipeline.make_lm_eval_batches(self.config.data, self.tokenizer, split, self.workdir)
+
+    def loss_fn(self, model, batch, rng, deterministic):
+        return lm_loss(
+            model, batch, rng, deterministic, label_smoothing=self.config.label_smoothing
+        )
+
+    def summarize(self, sums):
+        return lm_summary(sums)
+
+    def samples(
+        self, model: nnx.Module, split: str, count: int, mesh: Mesh
+    ) -> list[tuple[str, str]]:
+        """(prompt, continuation) for the first `count` documents of a split (seeded)."""
+        prompts = sample_prompts(self.documents(split), count)
+        if not prompts or self.config.sample_tokens == 0:
+            return []
+        generator = Generator(model, self.tokenizer, mesh=mesh)
+        texts = generator.generate(
+            prompts,
+            min(self.config.sample_tokens, model.cfg.max_len // 2),  # room for the prompt
+            temperature=self.config.sample_temperature,
+            top_p=self.config.sample_top_p,
+            seed=self.config.seed,
+        )
+        return list(zip(prompts, texts, strict=True))
+
+    def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
+        """ "eval": one sample to watch. "test": the test split's loss, perplexity and bits per
+        byte beside lzma, zlib and a character bigram on the same text, and a few samples."""
+        if split == "eval":
+            samples = self.samples(model, "eval", min(1, self.config.samples), mesh)
+            return {}, "\n".join(f"  sample: {p!r} -> {c!r}" for p, c in samples) or None
+        started = time.time()
+        metrics = split_loss(model, self.eval_batches(split), mesh, self.config.label_smoothing)
+        if not metrics:
+            return {}, None
+        if self.config.baselines:
+            metrics |= text_baselines.baselines(self.documents("train"), self.documents(split))
+        lines = [
+            f"{len(self.documents(split))} {split} documents, {metrics['tokens']:.0f} tokens, "
+            f"perplexity {metrics['perplexity']:.2f}, accuracy {100 * metrics['accuracy']:.1f}%, "
+            f"bits per byte {metrics['bits_per_byte']:.3f} ({time.time() - started:.0f} s)",
+            comparison_table(metrics),
+        ]
+        for prompt, text in self.samples(model, split, self.config.samples, mesh):
+            lines.append(f"  sample: {prompt!r} -> {text!r}")
+        return metrics, "\n".join(lines)
