@@ -46,3 +46,24 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     if proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_workdir(tmp_path_factory) -> pathlib.Path:
+    """A tiny language-model run of configs/gpt_tiny.py (byte tokens, the stdlib corpus, 20
+    steps, checkpoints at 10 and 20), trained once per session in a subprocess (about 15 s)."""
+    workdir = tmp_path_factory.mktemp("tiny_lm_run")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    cmd = [sys.executable, str(_ROOT / "train.py"), "--config=configs/gpt_tiny.py"]
+    proc = subprocess.run(
+        [*cmd, f"--workdir={workdir}"],
+        cwd=_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode:
+        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    (workdir / "train.stderr").write_text(proc.stderr)
+    return workdir

@@ -23,14 +23,12 @@ import json
 import sys
 import time
 
-import jax
-import numpy as np
-
 from transformer_jax import tasks
 from transformer_jax.data import get_pairs
 from transformer_jax.inference import loading
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
+from transformer_jax.sharding import make_mesh
 from transformer_jax.translate import add_model_flags, quiet_logs
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -117,8 +115,8 @@ def evaluate_language_model(workdir: Workdir, args: argparse.Namespace) -> int:
     config = workdir.read_config()
     task = tasks.get("language_model")(config, workdir)
     model, steps = loading.load_model(workdir, config, task.tokenizer, args.step, args.average_last)
-    mesh = jax.sharding.Mesh(np.asarray(jax.devices()), ("data",))
-    metrics, line = task.evaluate(model, args.split, mesh=mesh)
+    mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})  # batches split over devices
+    metrics, line = task.score_split(model, args.split, mesh=mesh, baselines=True)
     if not metrics:
         raise ValueError(f"the {args.split} split of {workdir} has no documents to score.")
     out_dir = workdir.eval

@@ -55,9 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         if args.prompt is not None and len(args.prompt) == 1:
             prompt = args.prompt[0]
+            pieces = generator.stream(prompt, args.max_new_tokens, **settings)  # checks first
             sys.stdout.write(prompt)
             sys.stdout.flush()
-            for piece in generator.stream(prompt, args.max_new_tokens, **settings):
+            for piece in pieces:
                 sys.stdout.write(piece)
                 sys.stdout.flush()
             sys.stdout.write("\n")

@@ -28,6 +28,8 @@ from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.workdir import CheckpointError, Workdir
 
+AnyTokenizer = Tokenizer | ByteTokenizer  # The two share encode/decode/vocab_size/special ids.
+
 
 def _brief(error: Exception) -> str:
     """The gist of an Orbax/TensorStore error (without its pages of TensorStore spec)."""
@@ -52,9 +54,7 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
 
 
 # ---------------------------------------------------------------------------- workdir files
-def load_tokenizer(
-    workdir: Workdir, config: ml_collections.ConfigDict
-) -> Tokenizer | ByteTokenizer:
+def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> AnyTokenizer:
     """The tokenizer of the run: bytes (`data.tokenizer="byte"`), else
     `workdir/tokenizer.model`, else `data.spm_model_path`."""
     if config.get("data", {}).get("tokenizer") == "byte":
@@ -80,7 +80,7 @@ def load_tokenizer(
 def load_model_config(
     workdir: Workdir,
     config: ml_collections.ConfigDict,
-    tokenizer: Tokenizer | ByteTokenizer | None,
+    tokenizer: AnyTokenizer | None,
 ) -> Any:
     """The model's config dataclass: from model.json, or for a 0.1 workdir from config.json's
     model section with the tokenizer's vocabulary and `data.max_len` (what training used)."""
@@ -244,7 +244,7 @@ def average_params(trees: list[nnx.State]) -> nnx.State:
 def load_model(
     workdir: Workdir,
     config: ml_collections.ConfigDict,
-    tokenizer: Tokenizer | ByteTokenizer | None,
+    tokenizer: AnyTokenizer | None,
     step: int | None = None,
     average_last: int = 0,
 ) -> tuple[nnx.Module, list[int]]:

@@ -16,12 +16,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 StepFn = Callable[[Int[Array, " R"], Any], tuple[Float[Array, "R V"], Any]]
 PickFn = Callable[[Float[Array, "B V"], jax.Array], Int[Array, " B"]]
 
 NEG_INF = -jnp.inf
+TOP_P_SLACK = 1e-6  # A nucleus whose summed probability is within this of p has reached p.
 
 
 class Decoded(NamedTuple):
@@ -64,19 +65,21 @@ def top_k_filter(logits: Float[Array, "B V"], k: Int[Array, ""] | int) -> Float[
 
 
 def top_p_filter(logits: Float[Array, "B V"], p: Float[Array, ""] | float) -> Float[Array, "B V"]:
-    """Nucleus filter (Holtzman et al. 2019): keeps the smallest set of most probable tokens
-    whose probability reaches `p`, logits of the rest set to -inf (p = 1 keeps all).
+    """Nucleus filter (Holtzman et al. 2019, §3.1): keeps the smallest set of most probable
+    tokens whose probability reaches `p`, logits of the rest set to -inf (p >= 1 keeps all).
 
-    A token is kept when the probability of the tokens ranked strictly above it is below `p`,
-    so the best token always stays. Tokens tied with the last one kept are kept too (the set is
-    then not the smallest, but no tie is broken arbitrarily).
+    Tokens are ranked by probability, ties by lower id (so equal inputs always keep the same
+    set), and a token is kept while the mass ranked strictly above it is below `p`: the best
+    token always stays. "Reaches" allows float32 rounding of the running sum (`TOP_P_SLACK`).
     """
-    probs = jax.nn.softmax(logits, axis=-1)
-    descending = -jnp.sort(-probs, axis=-1)
-    above = jnp.cumsum(descending, axis=-1) - descending  # mass ranked above each rank
-    kept_ranks = above < p
-    threshold = jnp.min(jnp.where(kept_ranks, descending, jnp.inf), axis=-1, keepdims=True)
-    return jnp.where((p < 1.0) & (probs < threshold), NEG_INF, logits)
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    order = jnp.argsort(-probs, axis=-1, stable=True)  # [B, V] ids, best first
+    ranked = jnp.take_along_axis(probs, order, axis=-1)
+    above = jnp.cumsum(ranked, axis=-1) - ranked  # mass ranked strictly above each rank
+    keep_ranked = (above < p - TOP_P_SLACK) | (jnp.arange(probs.shape[-1]) == 0)
+    rows = jnp.arange(probs.shape[0])[:, None]
+    keep = jnp.zeros_like(keep_ranked).at[rows, order].set(keep_ranked)  # back to id order
+    return jnp.where((p < 1.0) & ~keep, NEG_INF, logits)
 
 
 def sampling_pick(
@@ -108,6 +111,7 @@ def sample_loop(
     bos_id: int | Int[Array, " B"],
     eos_id: int | None,
     pad_id: int,
+    finished: Bool[Array, " B"] | None = None,
 ) -> Decoded:
     """One token per row per step, chosen by `pick_fn`, until every row has emitted eos.
 
@@ -120,6 +124,8 @@ def sample_loop(
       rng: key for `pick_fn`, folded with the step number; needed only by random picks.
       bos_id, eos_id, pad_id: special tokens; `eos_id=None` never stops (fixed-length runs).
         `bos_id` may be one token per row (a language model continues each prompt's last).
+      finished: rows done from the start (filler rows of a batch): they emit only pad and do
+        not keep the loop running. None: no row.
 
     Returns:
       `Decoded(tokens [B, L], scores [B], steps)`: scores sum the log-probs of the tokens chosen
@@ -130,7 +136,7 @@ def sample_loop(
         t=jnp.zeros((), jnp.int32),
         tokens=jnp.full((batch_size, max_len), pad_id, jnp.int32),
         scores=jnp.zeros((batch_size,), jnp.float32),
-        finished=jnp.zeros((batch_size,), bool),
+        finished=jnp.zeros((batch_size,), bool) if finished is None else finished,
         last=jnp.broadcast_to(jnp.asarray(bos_id, jnp.int32), (batch_size,)),
         state=state,
     )

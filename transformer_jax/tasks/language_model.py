@@ -230,16 +230,24 @@ class LanguageModelTask(Task):
         return list(zip(prompts, texts, strict=True))
 
     def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
-        """ "eval": one sample to watch. "test": the test split's loss, perplexity and bits per
-        byte beside lzma, zlib and a character bigram on the same text, and a few samples."""
+        """ "eval": one sample to watch (the loop has the validation loss already). "test":
+        `score_split`."""
         if split == "eval":
             samples = self.samples(model, "eval", min(1, self.config.samples), mesh)
             return {}, "\n".join(f"  sample: {p!r} -> {c!r}" for p, c in samples) or None
+        return self.score_split(model, split, mesh=mesh)
+
+    def score_split(
+        self, model: nnx.Module, split: str, *, mesh: Mesh, baselines: bool | None = None
+    ):
+        """A split's loss, perplexity and bits per byte beside lzma, zlib and a character
+        bigram on the same text (`baselines`, default config.baselines), and a few samples;
+        ({}, None) for an empty split."""
         started = time.time()
         metrics = split_loss(model, self.eval_batches(split), mesh, self.config.label_smoothing)
         if not metrics:
             return {}, None
-        if self.config.baselines:
+        if self.config.baselines if baselines is None else baselines:
             metrics |= text_baselines.baselines(self.documents("train"), self.documents(split))
         lines = [
             f"{len(self.documents(split))} {split} documents, {metrics['tokens']:.0f} tokens, "

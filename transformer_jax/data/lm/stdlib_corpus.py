@@ -96,7 +96,9 @@ def gather_documents() -> list[dict]:
             text=True,
             timeout=600,
             cwd=tmp,  # not the caller's folder: a local module must not shadow the stdlib's
-            env={**os.environ, "PYTHONSAFEPATH": "1", "PYTHONHASHSEED": "0"},  # set reprs
+            # A bare environment: nothing of the user's may reach the corpus (and set reprs
+            # must not depend on the hash seed).
+            env={"PYTHONSAFEPATH": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
         )
         if done.returncode != 0 or not out.is_file():
             raise RuntimeError(

@@ -21,6 +21,7 @@ import contextlib
 import inspect
 import io
 import json
+import os
 import pkgutil
 import platform
 import re
@@ -28,6 +29,7 @@ import sys
 import warnings
 
 MIN_CHARS = 64  # Shorter documents are mostly boilerplate ("Return self==value.").
+MAX_DEFAULT_CHARS = 60  # Longer default values in signatures are elided.
 # Not imported: tests, GUIs and demos, modules with side effects on import, deprecated trees.
 SKIP = {
     "antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "test", "lib2to3",
@@ -80,11 +82,31 @@ def _import(name: str):
         return None
 
 
+_MACHINE = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, os.path.expanduser("~")}
+
+
+def _elide(default_repr: str) -> bool:
+    """Defaults too long to read, or naming this machine's paths (not the same elsewhere)."""
+    return len(default_repr) > MAX_DEFAULT_CHARS or any(m in default_repr for m in _MACHINE)
+
+
+class _Elided:
+    def __repr__(self) -> str:
+        return "..."
+
+
 def _signature(obj) -> str:
+    """`(a, b=1)`; a default with a long repr (`environ=os.environ` would print the whole
+    environment, secrets included) or naming this machine's paths is shown as `...`."""
     try:
-        return _ADDRESS.sub("", str(inspect.signature(obj)))
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return "(...)"
+    params = [
+        p.replace(default=_Elided()) if p.default is not p.empty and _elide(repr(p.default)) else p
+        for p in signature.parameters.values()
+    ]
+    return _ADDRESS.sub("", str(signature.replace(parameters=params)))
 
 
 class _Collector:
