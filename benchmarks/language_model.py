@@ -136,7 +136,8 @@ def bench_train_step(preset: str, args) -> dict:
     graphdef, state, shardings = create_train_state(cfg, tx, mesh, seed=0)
     train_fn, _ = ts.compile_steps(graphdef, tx, shardings, mesh, loss_fn=lm_loss)
     length = min(cfg.max_len, args.train_len)
-    rows = max(args.batch_tokens // length, mesh.size)
+    tokens = args.batch_tokens if preset == "cpu" else args.gpt2_batch_tokens
+    rows = max(tokens // length, mesh.size)
     rng = np.random.default_rng(0)
     shape = (rows, length)
     tokens = rng.integers(4, cfg.vocab_size, (rows, length + 1)).astype(np.int32)
@@ -177,6 +178,9 @@ def main():
     p.add_argument("--batch_sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 32])
     p.add_argument("--train_len", type=int, default=256, help="Row length of the train step.")
     p.add_argument("--batch_tokens", type=int, default=8192, help="Tokens per train step.")
+    p.add_argument(
+        "--gpt2_batch_tokens", type=int, default=2048, help="Tokens per GPT-2 small train step."
+    )
     p.add_argument("--skip_gpt2", action="store_true", help="Only the CPU default shape.")
     p.add_argument("--min_time", type=float, default=3.0, help="Seconds of timed calls per case.")
     p.add_argument("--out", default="benchmarks/results/language_model.json")

@@ -1,5 +1,6 @@
 """Language-model documents from own text files and TFDS (mock_data), and every bad input."""
 
+import pydoc_data.topics
 import re
 
 import pytest
@@ -101,3 +102,26 @@ def test_tfds_text_dataset_through_mock_data():
             )
     assert documents == [e.replace("\r\n", "\n") for e in expected if e.strip()]
     assert documents and all(isinstance(d, str) for d in documents)
+
+
+def test_sentencepiece_for_documents_never_needs_unk_and_is_kept_in_the_workdir(tmp_path):
+    text = "\n\n".join(sorted(pydoc_data.topics.topics.values())[:40])
+    (tmp_path / "train.txt").write_text(text)
+    (tmp_path / "eval.txt").write_text("x")
+    cfg = _cfg(
+        source="text",
+        text_train=str(tmp_path / "train.txt"),
+        text_eval=str(tmp_path / "eval.txt"),
+        vocab_size=600,
+    )
+    workdir = tmp_path / "run"
+    tokenizer = pipeline.load_lm_tokenizer(cfg, workdir)
+    unseen = "Ünïcödé ✓ 漢字\n\n\tindented  twice"  # characters the training text lacks
+    ids = tokenizer.encode(unseen)
+    assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == unseen
+    assert (workdir / "tokenizer.model").is_file()
+    again = pipeline.load_lm_tokenizer(cfg, workdir)  # read back, not retrained
+    assert again.model_proto == tokenizer.model_proto
+    cfg.vocab_size = 700
+    with pytest.raises(ValueError, match="vocab_size"):
+        pipeline.load_lm_tokenizer(cfg, workdir)

@@ -11,7 +11,6 @@ import pytest
 from transformer_jax.data.lm import stdlib_corpus
 from transformer_jax.data.lm.stdlib_gather import MIN_CHARS, clean
 
-
 CANARY = "canary-value-5f3a9"  # An environment variable that must not reach the corpus.
 
 
