@@ -63,7 +63,7 @@ def lm_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
 
     # Model: every field of DecoderOnlyConfig from a preset (gpt2_small, gpt1, cpu, tiny);
     # vocab_size stays None: the tokenizer decides it.
-    c.model = models.config_section("decoder_only", preset)
+    c.model = models.config_section("decoder_only", preset)  # GPT; "cpu" by default.
 
     # Data: see transformer_jax/data/lm/config.py for every field.
     c.data = default_lm_data_config()  # The stdlib documentation corpus, SentencePiece.
