@@ -15,7 +15,7 @@ import pytest
 from etils import epath
 
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
-from transformer_jax import Translator
+from transformer_jax import Generator, Translator
 from transformer_jax.plot import plot_curves, read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -63,3 +63,27 @@ def test_train_resume_translate_and_plot_on_gs(gcs_bucket, tmp_path):  # noqa: F
     assert [r["step"] for r in read_metrics(workdir)["eval"]] == [4, 6]
     png = plot_curves(workdir)
     assert str(png) == f"{workdir}/curves.png" and png.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
+    workdir = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
+    cmd = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"--config={ROOT / 'configs' / 'gpt_tiny.py'}",
+        f"--workdir={workdir}",
+        "--config.num_train_steps=4",
+        "--config.eval_every=4",
+        "--config.checkpoint_every=2",
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []  # nothing local
+    objects = [o.removeprefix(f"{workdir}/") for o in list_objects(workdir)]
+    assert "corpus.json" in objects and any(o.startswith("cache/stdlib_docs-py") for o in objects)
+    assert any(o.startswith("checkpoints/4/state/") for o in objects)
+    assert any(o.startswith("best/4/") for o in objects)  # best by validation bits per byte
+    generator = Generator.from_checkpoint(workdir)
+    assert generator.steps == (4,)
+    assert len(generator.generate(["The module"], 5, temperature=0)) == 1
