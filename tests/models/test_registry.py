@@ -42,7 +42,8 @@ def test_build_model_and_count_params_from_any_config():
 def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(
         ValueError,
-        match=r"'gpt9' is not a registered model; known: \['decoder_only', 'encoder_decoder'\]",
+        match=r"'gpt9' is not a registered model; known: \['decoder_only', 'encoder_decoder', "
+        r"'encoder_only'\]",
     ):
         models.get("gpt9")
     with pytest.raises(ValueError, match="no preset 'huge'"):

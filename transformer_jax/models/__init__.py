@@ -1,7 +1,7 @@
 """The model family. Each model lives in its own package next to its config and presets, and
 registers itself here under the name a training config gives in `config.model.name`."""
 
-from transformer_jax.models import decoder_only, encoder_decoder
+from transformer_jax.models import decoder_only, encoder_decoder, encoder_only
 from transformer_jax.models.registry import (
     ModelSpec,
     abstract_model,
@@ -30,6 +30,14 @@ register(
         config_class=decoder_only.DecoderOnlyConfig,
         module_class=decoder_only.DecoderOnly,
         data_fields=("vocab_size",),  # From the tokenizer; max_len is the model's context.
+    )
+)
+register(
+    ModelSpec(
+        name="encoder_only",
+        config_class=encoder_only.EncoderOnlyConfig,
+        module_class=encoder_only.EncoderOnly,
+        data_fields=("vocab_size",),  # From the tokenizer; max_len is the model's positions.
     )
 )
 

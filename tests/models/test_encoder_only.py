@@ -1,0 +1,89 @@
+"""The encoder-only model (BERT): BERT-base's size from abstract shapes, bidirectional attention
+under a padding mask, segment embeddings, and the pooler and heads (toward issue 11)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+from transformer_jax import models
+from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
+
+# All different: batch 3, length 7, heads 2, head dim 6, vocab 19, labels 5.
+B, T, N, HD, V, K = 3, 7, 2, 6, 19, 5
+
+
+def _model(**kw):
+    cfg = EncoderOnlyConfig.tiny(
+        vocab_size=V, d_model=N * HD, num_heads=N, max_len=16, num_labels=K, **kw
+    )
+    return EncoderOnly(cfg, rngs=nnx.Rngs(0))
+
+
+def _tokens(seed=0, length=T):
+    return jnp.asarray(np.random.default_rng(seed).integers(4, V, (B, length)))
+
+
+def test_bert_base_size_from_abstract_shapes():
+    cfg = EncoderOnlyConfig.bert_base()
+    assert (cfg.vocab_size, cfg.max_len, cfg.type_vocab_size) == (30522, 512, 2)
+    assert (cfg.num_layers, cfg.d_model, cfg.num_heads, cfg.d_ff) == (12, 768, 12, 3072)
+    # BERT-base's encoder with its pooler has 109,482,240 parameters; ours lack the 12 x 768 key
+    # biases (zero gradient, see MultiHeadAttention) and add the heads: MLM transform 590,592,
+    # its LayerNorm 1,536, its output bias 30,522, and three 2-way heads of 1,538 each.
+    heads = 768 * 768 + 768 + 2 * 768 + 30522 + 3 * (768 * 2 + 2)
+    assert models.count_params(cfg) == 109_482_240 - 12 * 768 + heads
+    assert round(models.count_params(cfg) / 1e6) == 110
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_shapes_and_bidirectional_attention(norm):
+    model = _model(norm=norm)
+    tokens = _tokens()
+    hidden, weights = model(tokens, return_attention=True)
+    assert hidden.shape == (B, T, N * HD) and len(weights) == 2
+    assert weights[0].shape == (B, N, T, T)
+    changed = model(tokens.at[:, -1].set(4))
+    assert not np.allclose(changed[:, 0], hidden[:, 0], atol=1e-5)  # the first sees the last
+    pooled = model.pool(hidden)
+    assert pooled.shape == (B, N * HD) and float(jnp.abs(pooled).max()) <= 1.0
+    assert model.mlm_logits(hidden).shape == (B, T, V)
+    assert model.nsp_logits(pooled).shape == (B, 2)
+    assert model.classify(pooled).shape == (B, K)
+    assert model.token_logits(hidden).shape == (B, T, K)
+
+
+def test_padding_is_never_attended_to():
+    model = _model()
+    tokens = _tokens()
+    padded = jnp.concatenate([tokens, jnp.zeros((B, 4), tokens.dtype)], axis=1)
+    np.testing.assert_allclose(model(padded)[:, :T], model(tokens), atol=1e-5)
+
+
+def test_segments_change_the_input():
+    model = _model()
+    tokens = _tokens()
+    segments = jnp.broadcast_to(jnp.arange(T) >= 3, (B, T)).astype(jnp.int32)
+    assert not np.allclose(model(tokens, segments), model(tokens), atol=1e-4)
+    np.testing.assert_allclose(model(tokens, jnp.zeros_like(tokens)), model(tokens), atol=1e-6)
+
+
+def test_mlm_output_is_tied_to_the_token_embedding_with_its_own_bias():
+    model = _model()
+    hidden = model(_tokens())
+    model.mlm_bias[...] = jnp.arange(V, dtype=jnp.float32)
+    h = model.mlm_norm(jax.nn.gelu(model.mlm_transform(hidden), approximate=False))
+    expected = jnp.einsum("btd,vd->btv", h, model.embed.embedding[...]) + jnp.arange(V)
+    np.testing.assert_allclose(model.mlm_logits(hidden), expected, atol=1e-5)
+
+
+def test_bad_inputs_are_refused_with_the_limit():
+    model = _model()
+    with pytest.raises(ValueError, match="max_len=16"):
+        model(_tokens(length=17))
+    with pytest.raises(ValueError, match="needs rng"):
+        model(_tokens(), deterministic=False)
+    with pytest.raises(ValueError, match="type_vocab_size"):
+        EncoderOnlyConfig.tiny(type_vocab_size=0)
+    assert models.get("encoder_only").config_class is EncoderOnlyConfig
