@@ -1,0 +1,1 @@
+"""BERT inputs: masking for the masked language model (pairs and sentences come next)."""

@@ -1,0 +1,59 @@
+"""Masked-LM corruption as in BERT (Devlin et al. 2019, §3.1 and Appendix A.1), in numpy.
+
+Of each row's maskable tokens (not padding, not `[CLS]` / `[SEP]` or any id below
+`first_regular_id`), `rate` (15%) are selected, at least one when the row has any: of those,
+80% are replaced by `[MASK]`, 10% by a random ordinary token, 10% left unchanged. The loss is
+over the selected positions only (`weights`), whatever they were replaced by. The draws come
+from the `np.random.Generator` passed in: seeded from (data seed, epoch, batch), the same batch
+is masked the same way after a restart.
+
+Letters: B rows, T length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from transformer_jax.tokens import FIRST_REGULAR_ID, MASK_ID
+
+
+def mask_tokens(
+    tokens: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    vocab_size: int,
+    rate: float = 0.15,
+    mask_id: int = MASK_ID,
+    first_regular_id: int = FIRST_REGULAR_ID,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Corrupts `tokens` [B, T] for the masked LM.
+
+    Args:
+      tokens: int [B, T]; ids below `first_regular_id` (padding, specials) are never selected.
+      rng: the source of every draw.
+      vocab_size: random replacements are drawn from [first_regular_id, vocab_size).
+      rate: share of each row's maskable tokens selected (rounded; at least one).
+      mask_id: the `[MASK]` id.
+      first_regular_id: the first id of an ordinary piece.
+
+    Returns:
+      (inputs [B, T] with the replacements, targets [B, T] = the original tokens, weights
+      [B, T] float32: 1.0 at the selected positions, else 0).
+    """
+    if not 0.0 < rate < 1.0:
+        raise ValueError(f"mask rate must be in (0, 1), got {rate}.")
+    if vocab_size <= first_regular_id:
+        raise ValueError(f"vocab_size={vocab_size} has no ordinary ids (from {first_regular_id}).")
+    tokens = np.asarray(tokens)
+    maskable = tokens >= first_regular_id
+    counts = maskable.sum(axis=1)
+    wanted = np.where(counts > 0, np.maximum(1, np.rint(rate * counts)), 0).astype(np.int64)
+    # Rank the maskable positions of each row in random order; select the first `wanted`.
+    keys = np.where(maskable, rng.random(tokens.shape), np.inf)
+    ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
+    selected = maskable & (ranks < wanted[:, None])
+    action = rng.random(tokens.shape)
+    random_ids = rng.integers(first_regular_id, vocab_size, tokens.shape)
+    inputs = np.where(selected & (action < 0.8), mask_id, tokens)
+    inputs = np.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)
+    return inputs.astype(tokens.dtype), tokens.copy(), selected.astype(np.float32)
