@@ -1,0 +1,53 @@
+"""NSP pairs: balanced IsNext / NotNext, IsNext segments consecutive in one document, NotNext
+from another document, everything fits the row, segment ids laid out (toward issue 11)."""
+
+import numpy as np
+import pytest
+
+from transformer_jax.data.bert.pairs import encode_pair, make_pairs
+from transformer_jax.tokens import CLS_ID, PAD_ID, SEP_ID
+
+
+def _documents(count=200, seed=0):
+    """Sentence s of document d is [1000 + 100 * d + s] * its length: provenance is readable."""
+    rng = np.random.default_rng(seed)
+    return [
+        [[1000 + 100 * d + s] * int(rng.integers(3, 20)) for s in range(int(rng.integers(1, 12)))]
+        for d in range(count)
+    ]
+
+
+def test_pairs_are_balanced_consecutive_and_fit():
+    docs = _documents(count=2000)
+    pairs = make_pairs(docs, np.random.default_rng(1), max_len=64)
+    assert len(pairs) > 2000
+    share = np.mean([p.is_next for p in pairs])
+    assert share == pytest.approx(0.5, abs=0.04)  # about 4 standard deviations
+    for p in pairs:
+        assert 2 + len(p.a) + len(p.b) + 1 <= 64 and p.a and p.b
+        d_a, a0, a1, d_b, b0, b1 = p.source
+        assert set(p.a) <= {1000 + 100 * d_a + s for s in range(a0, a1)}
+        assert set(p.b) <= {1000 + 100 * d_b + s for s in range(b0, b1)}
+        if p.is_next:
+            assert d_a == d_b and b0 == a1  # B starts where A ends
+        else:
+            assert d_a != d_b
+        assert p.a == sorted(p.a) and p.b == sorted(p.b)  # sentences in document order
+
+
+def test_long_pairs_are_truncated_from_the_longer_segment():
+    docs = [[[7] * 50, [8] * 10], [[9] * 40]]
+    pairs = make_pairs(docs, np.random.default_rng(0), max_len=32, short_prob=0.0)
+    for p in pairs:
+        assert len(p.a) + len(p.b) == 29  # budget 32 - 3, both long enough to fill it
+        assert min(len(p.a), len(p.b)) >= min(10, 29 // 2)
+
+
+def test_encode_pair_layout():
+    (pair,) = make_pairs([[[11, 12], [13]]], np.random.default_rng(0), max_len=10)
+    tokens, segments = encode_pair(pair, 10)
+    assert tokens.tolist() == [CLS_ID, 11, 12, SEP_ID, 13, SEP_ID, PAD_ID, PAD_ID, PAD_ID, PAD_ID]
+    assert segments.tolist() == [0, 0, 0, 0, 1, 1, 0, 0, 0, 0]
+    assert pair.is_next  # one document: B is always the real continuation
+    with pytest.raises(ValueError, match="no room"):
+        make_pairs([[[1]]], np.random.default_rng(0), max_len=4)
