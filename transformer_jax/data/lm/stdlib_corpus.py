@@ -91,7 +91,8 @@ def gather_documents() -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = pathlib.Path(tmp) / "docs.json"
         done = subprocess.run(
-            [sys.executable, str(GATHER_SCRIPT), str(out)],
+            # -S: no site-packages, whose setuptools would replace the stdlib's distutils.
+            [sys.executable, "-S", str(GATHER_SCRIPT), str(out)],
             capture_output=True,
             text=True,
             timeout=600,

@@ -87,6 +87,8 @@ _MACHINE = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.executable, os.pat
 
 def _elide(default_repr: str) -> bool:
     """Defaults too long to read, or naming this machine's paths (not the same elsewhere)."""
+    if "environ(" in default_repr:  # os.environ, however short this process's is
+        return True
     return len(default_repr) > MAX_DEFAULT_CHARS or any(m in default_repr for m in _MACHINE)
 
 
