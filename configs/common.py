@@ -8,6 +8,7 @@ import ml_collections
 
 from transformer_jax import models
 from transformer_jax.data import default_data_config
+from transformer_jax.data.bert.config import default_bert_data_config
 from transformer_jax.data.lm.config import default_lm_data_config
 
 
@@ -74,4 +75,20 @@ def lm_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     c.sample_temperature = 0.8  # Sampling temperature of the samples (0 = greedy).
     c.sample_top_p = 0.95  # Nucleus of the samples.
     c.baselines = True  # Test bits per byte of lzma, zlib and a char bigram beside the model's.
+    return c
+
+
+def bert_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
+    """BERT pretraining (masked LM + next sentence) with the encoder-only model."""
+    c = ml_collections.ConfigDict()
+    c.task = "bert_pretrain"  # Masked LM + next-sentence prediction over sentence pairs.
+
+    # Model: every field of EncoderOnlyConfig from a preset (bert_base, cpu, tiny); vocab_size
+    # stays None: the tokenizer decides it.
+    c.model = models.config_section("encoder_only", preset)  # BERT; "cpu" by default.
+
+    # Data: see transformer_jax/data/bert/config.py (and data/lm/config.py) for every field.
+    c.data = default_bert_data_config()  # The stdlib documentation corpus, SentencePiece.
+    training_fields(c)
+    c.label_smoothing = 0.0  # Unused: BERT's losses are plain likelihoods.
     return c

@@ -48,22 +48,28 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     return workdir
 
 
-@pytest.fixture(scope="session")
-def tiny_lm_workdir(tmp_path_factory) -> pathlib.Path:
-    """A tiny language-model run of configs/gpt_tiny.py (byte tokens, the stdlib corpus, 20
-    steps, checkpoints at 10 and 20), trained once per session in a subprocess (about 15 s)."""
-    workdir = tmp_path_factory.mktemp("tiny_lm_run")
+def train_once(workdir: pathlib.Path, config: str, *overrides: str) -> pathlib.Path:
+    """Runs train.py in a subprocess on one device; keeps its stderr in workdir/train.stderr."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    cmd = [sys.executable, str(_ROOT / "train.py"), "--config=configs/gpt_tiny.py"]
+    cmd = [sys.executable, str(_ROOT / "train.py"), f"--config={config}", f"--workdir={workdir}"]
     proc = subprocess.run(
-        [*cmd, f"--workdir={workdir}"],
-        cwd=_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [*cmd, *overrides], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     if proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     (workdir / "train.stderr").write_text(proc.stderr)
     return workdir
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_workdir(tmp_path_factory) -> pathlib.Path:
+    """A tiny language-model run of configs/gpt_tiny.py (byte tokens, the stdlib corpus, 20
+    steps, checkpoints at 10 and 20), trained once per session in a subprocess (about 15 s)."""
+    return train_once(tmp_path_factory.mktemp("tiny_lm_run"), "configs/gpt_tiny.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_workdir(tmp_path_factory) -> pathlib.Path:
+    """A tiny BERT pretraining run of configs/bert_tiny.py (the stdlib corpus, a 512-piece
+    tokenizer, 20 steps), trained once per session in a subprocess (about 15 s)."""
+    return train_once(tmp_path_factory.mktemp("tiny_bert_run"), "configs/bert_tiny.py")

@@ -4,10 +4,13 @@ A training config names its task (`config.task = "translation"`); `get(name)` gi
 """
 
 from transformer_jax.tasks.base import ResumableIterator, Task
+from transformer_jax.tasks.bert_pretrain import BertPretrainTask
 from transformer_jax.tasks.language_model import LanguageModelTask
 from transformer_jax.tasks.translation import TranslationTask
 
-_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (TranslationTask, LanguageModelTask)}
+_TASKS: dict[str, type[Task]] = {
+    cls.name: cls for cls in (TranslationTask, LanguageModelTask, BertPretrainTask)
+}
 
 
 def get(name: str) -> type[Task]:
@@ -17,4 +20,11 @@ def get(name: str) -> type[Task]:
     return _TASKS[name]
 
 
-__all__ = ["LanguageModelTask", "ResumableIterator", "Task", "TranslationTask", "get"]
+__all__ = [
+    "BertPretrainTask",
+    "LanguageModelTask",
+    "ResumableIterator",
+    "Task",
+    "TranslationTask",
+    "get",
+]

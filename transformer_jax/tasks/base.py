@@ -30,6 +30,25 @@ class ResumableIterator(Protocol):
     def set_state(self, state: dict[str, Any]) -> None: ...
 
 
+def check_model_name(config: ml_collections.ConfigDict, task: str, model: str) -> None:
+    """Raises unless `config.model.name` is the model `task` trains."""
+    if config.model.name != model:
+        raise ValueError(
+            f"config.task={task!r} trains the {model!r} model, but config.model.name="
+            f"{config.model.name!r}. Use models.config_section({model!r}, ...)."
+        )
+
+
+def check_positions(config: ml_collections.ConfigDict) -> None:
+    """Raises when data rows are longer than the model's learned positions."""
+    if config.data.max_len > config.model.max_len:
+        raise ValueError(
+            f"config.data.max_len={config.data.max_len} exceeds the model's learned "
+            f"positions config.model.max_len={config.model.max_len}. Lower the first or raise "
+            f"the second."
+        )
+
+
 class Task(abc.ABC):
     """One kind of problem.
 

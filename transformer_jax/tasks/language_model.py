@@ -31,7 +31,7 @@ from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.inference.generator import Generator
 from transformer_jax.tasks import losses, text_baselines
-from transformer_jax.tasks.base import Task
+from transformer_jax.tasks.base import Task, check_model_name, check_positions
 from transformer_jax.workdir import Workdir
 
 SAMPLE_PROMPT_CHARS = 40  # Samples continue the first characters of held-out documents.
@@ -117,33 +117,14 @@ class LanguageModelTask(Task):
     normalizer = "tokens"
     best_metric = "bits_per_byte"
     best_mode = "min"
-    model_defining_data_fields = (
-        "source",
-        "tokenizer",
-        "vocab_size",
-        "spm_model_type",
-        "spm_model_path",
-        "tfds_name",
-        "tfds_text_key",
-        "text_train",
-        "text_documents",
-    )
+    model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         lm_config.validate_lm_data_config(config.data)
-        if config.model.name != "decoder_only":
-            raise ValueError(
-                f"config.task='language_model' trains the 'decoder_only' model, but "
-                f"config.model.name={config.model.name!r}. Use "
-                f"models.config_section('decoder_only', ...)."
-            )
-        positions = config.model.max_len
-        if config.model.positional == "learned" and config.data.max_len > positions:
-            raise ValueError(
-                f"config.data.max_len={config.data.max_len} exceeds the model's learned "
-                f"positions config.model.max_len={positions}. Lower the first or raise the second."
-            )
+        check_model_name(config, cls.name, "decoder_only")
+        if config.model.positional == "learned":
+            check_positions(config)
         if not 0.0 <= config.label_smoothing < 1.0:
             raise ValueError(
                 f"config.label_smoothing must be in [0, 1), got {config.label_smoothing}."

@@ -57,3 +57,32 @@ def mask_tokens(
     inputs = np.where(selected & (action < 0.8), mask_id, tokens)
     inputs = np.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs.astype(tokens.dtype), tokens.copy(), selected.astype(np.float32)
+
+
+def gather_selected(
+    targets: np.ndarray, weights: np.ndarray, max_predictions: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The selected positions of each row, left-aligned in `max_predictions` slots.
+
+    The masked-LM head then runs on `[B, P]` positions instead of all `[B, T]` (BERT's
+    `masked_lm_positions`): about 7x less output-layer work at 15%.
+
+    Args:
+      targets: int [B, T] original tokens; weights: [B, T], nonzero where selected.
+      max_predictions: P, at least the most selections of any row.
+
+    Returns:
+      (positions int32 [B, P] (0 in unused slots), targets int32 [B, P], weights float32 [B, P]).
+    """
+    selected = np.asarray(weights) > 0
+    most = int(selected.sum(axis=1).max(initial=0))
+    if most > max_predictions:
+        raise ValueError(
+            f"a row has {most} selected positions, over max_predictions={max_predictions}."
+        )
+    # A stable sort puts each row's selected positions first, in order.
+    order = np.argsort(~selected, axis=1, kind="stable")[:, :max_predictions]
+    used = np.take_along_axis(selected, order, axis=1)
+    positions = np.where(used, order, 0).astype(np.int32)
+    picked = np.where(used, np.take_along_axis(np.asarray(targets), order, axis=1), 0)
+    return positions, picked.astype(np.int32), used.astype(np.float32)

@@ -13,6 +13,7 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
+from transformer_jax.data.config_checks import check_choice, check_int, fail
 
 SOURCES = ("stdlib", "text", "tfds")
 TOKENIZERS = ("sentencepiece", "byte")
@@ -20,6 +21,18 @@ TEXT_DOCUMENTS = ("blank_lines", "file")
 SPM_MODEL_TYPES = ("unigram", "bpe")
 SPLITS = ("train", "eval", "test")
 PATH_FIELDS = ("text_train", "text_eval", "text_test", "spm_model_path")
+# Fields that decide the vocabulary or the text: a workdir trained with others is refused.
+MODEL_DEFINING_FIELDS = (
+    "source",
+    "tokenizer",
+    "vocab_size",
+    "spm_model_type",
+    "spm_model_path",
+    "tfds_name",
+    "tfds_text_key",
+    "text_train",
+    "text_documents",
+)
 
 
 def default_lm_data_config() -> ml_collections.ConfigDict:
@@ -61,21 +74,6 @@ def default_lm_data_config() -> ml_collections.ConfigDict:
     return c
 
 
-def _fail(field: str, problem: str, fix: str) -> ValueError:
-    return ValueError(f"data config field '{field}': {problem}. {fix}")
-
-
-def _check_int(cfg: ml_collections.ConfigDict, field: str, minimum: int) -> None:
-    value = cfg[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(field, f"got {value!r}", f"Use an integer >= {minimum}.")
-
-
-def _check_choice(cfg: ml_collections.ConfigDict, field: str, choices: tuple[str, ...]) -> None:
-    if cfg[field] not in choices:
-        raise _fail(field, f"got {cfg[field]!r}", f"Use one of {choices}.")
-
-
 def validate_lm_data_config(cfg: ml_collections.ConfigDict) -> None:
     """Checks every field the language-model input reads; raises naming the first bad one.
 
@@ -84,21 +82,21 @@ def validate_lm_data_config(cfg: ml_collections.ConfigDict) -> None:
     """
     missing = sorted(set(default_lm_data_config().keys()) - set(cfg.keys()))
     if missing:
-        raise _fail(
+        raise fail(
             missing[0], "missing", "Start from default_lm_data_config() and override fields."
         )
-    _check_choice(cfg, "source", SOURCES)
-    _check_choice(cfg, "tokenizer", TOKENIZERS)
-    _check_choice(cfg, "text_documents", TEXT_DOCUMENTS)
-    _check_choice(cfg, "spm_model_type", SPM_MODEL_TYPES)
+    check_choice(cfg, "source", SOURCES)
+    check_choice(cfg, "tokenizer", TOKENIZERS)
+    check_choice(cfg, "text_documents", TEXT_DOCUMENTS)
+    check_choice(cfg, "spm_model_type", SPM_MODEL_TYPES)
     if cfg.source == "text":
         for field in ("text_train", "text_eval"):
             if cfg[field] is None:
-                raise _fail(field, "not set", "Give a UTF-8 file or a folder of *.txt files.")
+                raise fail(field, "not set", "Give a UTF-8 file or a folder of *.txt files.")
         for field in ("text_train", "text_eval", "text_test"):
             path = cfg[field]
             if path is not None and not storage.as_path(path).exists():
-                raise _fail(
+                raise fail(
                     field,
                     f"{path!r} does not exist (looked for {storage.as_path(path)})",
                     "Check the path; relative paths are read from the current directory.",
@@ -106,20 +104,20 @@ def validate_lm_data_config(cfg: ml_collections.ConfigDict) -> None:
     if cfg.source == "tfds":
         for field in ("tfds_name", "tfds_text_key", "train_split", "eval_split", "test_split"):
             if not isinstance(cfg[field], str) or not cfg[field]:
-                raise _fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
-    _check_int(cfg, "vocab_size", 300)  # 256 byte pieces + specials + some merges.
+                raise fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
+    check_int(cfg, "vocab_size", 300)  # 256 byte pieces + specials + some merges.
     coverage = cfg.spm_character_coverage
     if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
-        raise _fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
-    _check_int(cfg, "spm_sample_size", 1)
-    _check_int(cfg, "max_len", 2)
-    _check_int(cfg, "batch_multiple", 1)
-    _check_int(cfg, "tokens_per_batch", cfg.max_len * cfg.batch_multiple)
-    _check_int(cfg, "shuffle_seed", 0)
-    _check_int(cfg, "eval_batch_size", 1)
-    _check_int(cfg, "num_workers", 0)
+        raise fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
+    check_int(cfg, "spm_sample_size", 1)
+    check_int(cfg, "max_len", 2)
+    check_int(cfg, "batch_multiple", 1)
+    check_int(cfg, "tokens_per_batch", cfg.max_len * cfg.batch_multiple)
+    check_int(cfg, "shuffle_seed", 0)
+    check_int(cfg, "eval_batch_size", 1)
+    check_int(cfg, "num_workers", 0)
     if cfg.eval_batch_size % cfg.batch_multiple:
-        raise _fail(
+        raise fail(
             "eval_batch_size",
             f"{cfg.eval_batch_size} is not divisible by batch_multiple={cfg.batch_multiple}",
             "Use a multiple of batch_multiple.",

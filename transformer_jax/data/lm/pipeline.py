@@ -13,56 +13,46 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 
 import ml_collections
 import numpy as np
 
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.epochs import EpochIterator
+from transformer_jax.data.hosts import as_workdir, resolve_processes
 from transformer_jax.data.lm import config as config_lib
 from transformer_jax.data.lm import rows as rows_lib
 from transformer_jax.data.lm.sources import read_documents, source_fingerprint
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
-from transformer_jax.workdir import Workdir
 
 AnyTokenizer = Tokenizer | ByteTokenizer
 _TOKENIZER_SEED = 0  # Which training documents the tokenizer sees.
 _SPM_PIECE_CHARS = 1 << 15  # Documents are cut to pieces of this size to train SentencePiece.
 
 
-def _processes(process_index: int | None, process_count: int | None) -> tuple[int, int]:
-    if process_index is None or process_count is None:
-        import jax  # Only when the caller leaves it to JAX: the rest does not need it.
-
-        process_index = jax.process_index() if process_index is None else process_index
-        process_count = jax.process_count() if process_count is None else process_count
-    if not 0 <= process_index < process_count:
-        raise ValueError(f"process_index={process_index} not in [0, {process_count}).")
-    return process_index, process_count
-
-
-def _workdir(workdir: Workdir | str | os.PathLike) -> Workdir:
-    return workdir if isinstance(workdir, Workdir) else Workdir.at(workdir)
-
-
-def load_lm_tokenizer(cfg: ml_collections.ConfigDict, workdir) -> AnyTokenizer:
+def load_lm_tokenizer(
+    cfg: ml_collections.ConfigDict, workdir, special_symbols: tuple[str, ...] = ()
+) -> AnyTokenizer:
     """Bytes, `spm_model_path`, the workdir's tokenizer.model, or a new SentencePiece model.
 
     A new model is trained on `spm_sample_size` training documents with byte fallback and a
     newline piece, so that every text is encoded without loss (no unk: bits per byte stay
     honest), and written to workdir/tokenizer.model with its settings in tokenizer.json.
+    `special_symbols` (e.g. BERT's `[CLS] [SEP] [MASK]`) become user-defined pieces with the
+    ids right after the four fixed ones, in order, and are never split.
     """
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
-    workdir = _workdir(workdir)
+    workdir = as_workdir(workdir)
     settings = {
         **source_fingerprint(cfg),
         **{k: cfg[k] for k in ("vocab_size", "spm_model_type", "spm_character_coverage")},
         "spm_sample_size": cfg.spm_sample_size,
     }
+    if special_symbols:
+        settings["special_symbols"] = list(special_symbols)
 
     def train() -> Tokenizer:
         documents = read_documents(cfg, "train", workdir.cache)
@@ -81,7 +71,7 @@ def load_lm_tokenizer(cfg: ml_collections.ConfigDict, workdir) -> AnyTokenizer:
             model_type=cfg.spm_model_type,
             character_coverage=cfg.spm_character_coverage,
             byte_fallback=True,
-            user_defined_symbols=["\n"],
+            user_defined_symbols=[*special_symbols, "\n"],
             max_sentence_length=4 * _SPM_PIECE_CHARS,  # bytes: up to 4 per character
         )
         logging.info(
@@ -96,7 +86,7 @@ def tokenized_split(
     cfg: ml_collections.ConfigDict, tokenizer: AnyTokenizer, split: str, workdir=None
 ) -> rows_lib.TokenizedDocuments:
     """The documents of a split, each as BOS, tokens, EOS."""
-    cache = None if workdir is None else _workdir(workdir).cache
+    cache = None if workdir is None else as_workdir(workdir).cache
     return rows_lib.tokenize_documents(tokenizer, read_documents(cfg, split, cache))
 
 
@@ -153,7 +143,7 @@ def make_lm_train_iterator(
     process_count: int | None = None,
 ) -> LMTrainIterator:
     """The infinite training iterator over this host's rows of each global batch."""
-    process_index, process_count = _processes(process_index, process_count)
+    process_index, process_count = resolve_processes(process_index, process_count)
     docs = tokenized_split(cfg, tokenizer, "train", workdir)
     rows = config_lib.rows_per_batch(cfg)
     iterator = LMTrainIterator(
@@ -190,7 +180,7 @@ def make_lm_eval_batches(
     The whole split is covered exactly once, so the summed metrics are the split's own
     (perplexity and bits per byte of the whole text). Empty when the split has no documents.
     """
-    process_index, process_count = _processes(process_index, process_count)
+    process_index, process_count = resolve_processes(process_index, process_count)
     if cfg.eval_batch_size % process_count:
         raise ValueError(
             f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not split "

@@ -14,6 +14,7 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
+from transformer_jax.data.config_checks import check_int, fail
 
 SOURCES = ("embedded", "tfds", "text")
 EMBEDDED_LANGS = ("fr", "de")
@@ -82,16 +83,6 @@ def default_data_config() -> ml_collections.ConfigDict:
     return c
 
 
-def _fail(field: str, problem: str, fix: str) -> ValueError:
-    return ValueError(f"data config field '{field}': {problem}. {fix}")
-
-
-def _check_int(cfg: ml_collections.ConfigDict, field: str, minimum: int) -> None:
-    value = cfg[field]
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise _fail(field, f"got {value!r}", f"Use an integer >= {minimum}.")
-
-
 def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
     """Checks every field the pipeline reads; raises ValueError naming the first bad field.
 
@@ -103,17 +94,17 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
     """
     missing = sorted(set(default_data_config().keys()) - set(cfg.keys()))
     if missing:
-        raise _fail(missing[0], "missing", "Start from default_data_config() and override fields.")
+        raise fail(missing[0], "missing", "Start from default_data_config() and override fields.")
     if cfg.source not in SOURCES:
-        raise _fail("source", f"got {cfg.source!r}", f"Use one of {SOURCES}.")
+        raise fail("source", f"got {cfg.source!r}", f"Use one of {SOURCES}.")
     if cfg.source == "tfds":
         if not isinstance(cfg.tfds_name, str) or not cfg.tfds_name:
-            raise _fail("tfds_name", f"got {cfg.tfds_name!r}", "Use e.g. 'wmt14_translate/de-en'.")
+            raise fail("tfds_name", f"got {cfg.tfds_name!r}", "Use e.g. 'wmt14_translate/de-en'.")
         for field in ("source_lang", "target_lang", "train_split", "eval_split", "test_split"):
             if not isinstance(cfg[field], str) or not cfg[field]:
-                raise _fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
+                raise fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
         if cfg.source_lang == cfg.target_lang:
-            raise _fail(
+            raise fail(
                 "target_lang",
                 f"equals source_lang ({cfg.source_lang!r})",
                 "Choose two different language codes.",
@@ -122,41 +113,41 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
         check_text_split_fields(cfg, "train")
     if cfg.source == "embedded":
         if cfg.embedded_target_lang not in EMBEDDED_LANGS:
-            raise _fail(
+            raise fail(
                 "embedded_target_lang",
                 f"got {cfg.embedded_target_lang!r}",
                 f"Use one of {EMBEDDED_LANGS}.",
             )
         for field in ("embedded_train_size", "embedded_eval_size", "embedded_test_size"):
-            _check_int(cfg, field, 1)
-        _check_int(cfg, "embedded_seed", 0)
-    _check_int(cfg, "vocab_size", 16)
+            check_int(cfg, field, 1)
+        check_int(cfg, "embedded_seed", 0)
+    check_int(cfg, "vocab_size", 16)
     if cfg.spm_model_type not in SPM_MODEL_TYPES:
-        raise _fail(
+        raise fail(
             "spm_model_type", f"got {cfg.spm_model_type!r}", f"Use one of {SPM_MODEL_TYPES}."
         )
     coverage = cfg.spm_character_coverage
     if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
-        raise _fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
-    _check_int(cfg, "spm_sample_size", 1)
-    _check_int(cfg, "max_len", 2)
-    _check_int(cfg, "tokens_per_batch", 1)
-    _check_int(cfg, "num_buckets", 1)
-    _check_int(cfg, "batch_multiple", 1)
-    _check_int(cfg, "shuffle_seed", 0)
-    _check_int(cfg, "eval_batch_size", 1)
-    _check_int(cfg, "num_workers", 0)
+        raise fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
+    check_int(cfg, "spm_sample_size", 1)
+    check_int(cfg, "max_len", 2)
+    check_int(cfg, "tokens_per_batch", 1)
+    check_int(cfg, "num_buckets", 1)
+    check_int(cfg, "batch_multiple", 1)
+    check_int(cfg, "shuffle_seed", 0)
+    check_int(cfg, "eval_batch_size", 1)
+    check_int(cfg, "num_workers", 0)
     if not isinstance(cfg.pack, bool):
-        raise _fail("pack", f"got {cfg.pack!r}", "Use True or False.")
+        raise fail("pack", f"got {cfg.pack!r}", "Use True or False.")
     if cfg.eval_batch_size % cfg.batch_multiple:
-        raise _fail(
+        raise fail(
             "eval_batch_size",
             f"{cfg.eval_batch_size} is not divisible by batch_multiple={cfg.batch_multiple}",
             "Use a multiple of batch_multiple.",
         )
     bucket_lengths(cfg)  # Raises for bad bucket_boundaries.
     if cfg.tokens_per_batch < cfg.max_len * cfg.batch_multiple:
-        raise _fail(
+        raise fail(
             "tokens_per_batch",
             f"{cfg.tokens_per_batch} holds fewer than batch_multiple="
             f"{cfg.batch_multiple} rows of max_len={cfg.max_len}",
@@ -176,16 +167,16 @@ def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
     """
     src, tgt, tsv = (f"text_{split}_{kind}" for kind in ("src", "tgt", "tsv"))
     if cfg[tsv] is not None and (cfg[src] is not None or cfg[tgt] is not None):
-        raise _fail(tsv, f"set together with {src}/{tgt}", "Give either a TSV or two files.")
+        raise fail(tsv, f"set together with {src}/{tgt}", "Give either a TSV or two files.")
     if cfg[tsv] is None and (cfg[src] is None or cfg[tgt] is None):
-        raise _fail(
+        raise fail(
             src if cfg[src] is None else tgt,
             f"not set for the {split} split",
             f"Set {src} and {tgt} (aligned files) or {tsv}.",
         )
     for field in (src, tgt, tsv):
         if cfg[field] is not None and not storage.as_path(cfg[field]).is_file():
-            raise _fail(
+            raise fail(
                 field,
                 f"{cfg[field]!r} is not a file (looked for {storage.as_path(cfg[field])})",
                 "Check the path; relative paths are read from the current directory.",
@@ -223,14 +214,14 @@ def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:
         return tuple(sorted(lengths))
     bounds = list(cfg.bucket_boundaries)
     if not bounds or any(isinstance(b, bool) or not isinstance(b, int) for b in bounds):
-        raise _fail(
+        raise fail(
             "bucket_boundaries",
             f"got {cfg.bucket_boundaries!r}",
             "Use ascending integers, e.g. (16, 32, 64), or None with num_buckets.",
         )
     ascending = all(b1 < b2 for b1, b2 in zip(bounds[:-1], bounds[1:], strict=True))
     if not ascending or bounds[0] < 2 or bounds[-1] > max_len:
-        raise _fail(
+        raise fail(
             "bucket_boundaries",
             f"got {tuple(bounds)}",
             f"Use strictly ascending lengths between 2 and max_len={max_len}.",

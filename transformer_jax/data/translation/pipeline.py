@@ -14,34 +14,17 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 
 import ml_collections
 import numpy as np
 
+from transformer_jax.data.hosts import WorkdirLike, as_workdir, resolve_processes
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
-from transformer_jax.workdir import Workdir
-
-WorkdirLike = Workdir | str | os.PathLike
 
 _TOKENIZER_SEED = 0  # Which training sentences the tokenizer sees (independent of shuffle_seed).
-
-
-def _processes(process_index: int | None, process_count: int | None) -> tuple[int, int]:
-    if process_index is None or process_count is None:
-        import jax  # Only when the caller leaves it to JAX: the rest does not need it.
-
-        process_index = jax.process_index() if process_index is None else process_index
-        process_count = jax.process_count() if process_count is None else process_count
-    sources.shard_range(0, process_index, process_count)  # Validates the pair.
-    return process_index, process_count
-
-
-def _workdir(workdir: WorkdirLike) -> Workdir:
-    return workdir if isinstance(workdir, Workdir) else Workdir.at(workdir)
 
 
 def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
@@ -71,7 +54,7 @@ def load_tokenizer_or_train(cfg: ml_collections.ConfigDict, workdir: WorkdirLike
     """
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
-    workdir = _workdir(workdir)
+    workdir = as_workdir(workdir)
 
     def train() -> Tokenizer:
         pairs = sources.sample_pairs(
@@ -129,14 +112,14 @@ def tokenized_split(
             split,
             process_index=process_index,
             process_count=process_count,
-            cache_dir=None if workdir is None else _workdir(workdir).cache,
+            cache_dir=None if workdir is None else as_workdir(workdir).cache,
         )
 
     if workdir is None:
         pairs, total = read()
         return tokenized.tokenize_pairs(tokenizer, pairs), total
     key = f"{sources.split_fingerprint(cfg, split)}|shard{process_index}of{process_count}"
-    return tokenized.cached_tokenize(_workdir(workdir).cache, key, read, tokenizer)
+    return tokenized.cached_tokenize(as_workdir(workdir).cache, key, read, tokenizer)
 
 
 def _agree_across_processes(counts: tuple[int, ...], process_count: int) -> tuple[int, ...]:
@@ -185,7 +168,7 @@ def make_train_iterator(
     Returns:
       The iterator; `.num_dropped` counts pairs dropped by the length filter on this host.
     """
-    process_index, process_count = _processes(process_index, process_count)
+    process_index, process_count = resolve_processes(process_index, process_count)
     data, _ = tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
     data, dropped = tokenized.filter_by_length(data, cfg.max_len)
     lengths = (cfg.max_len,) if cfg.pack else config_lib.bucket_lengths(cfg)
@@ -256,7 +239,7 @@ def make_eval_batches(
     Returns:
       An `EvalBatches` list of batch dicts (keys src, tgt_in, tgt_out, weights).
     """
-    process_index, process_count = _processes(process_index, process_count)
+    process_index, process_count = resolve_processes(process_index, process_count)
     if cfg.eval_batch_size % math.lcm(cfg.batch_multiple, process_count):
         raise ValueError(
             f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not "

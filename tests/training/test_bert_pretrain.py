@@ -1,0 +1,133 @@
+"""BERT pretraining end to end: the masked-LM loss counts only the selected positions, NSP is
+scored per pair, train.py on configs/bert_tiny.py logs and tests both, fill-mask CLI round trip
+and its bad inputs, and the config guards (issue 11)."""
+
+import io
+import json
+import pathlib
+import sys
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from configs import bert_tiny
+from transformer_jax import fill_mask
+from transformer_jax.inference.fill_mask import MaskFiller
+from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
+from transformer_jax.tasks.bert_pretrain import pretrain_loss, pretrain_summary
+from transformer_jax.tokens import CLS_ID, SEP_ID
+from transformer_jax.training.loop import validate_train_config
+from transformer_jax.workdir import CheckpointError
+
+V = 53
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(7, V, (3, 11)).astype(np.int32)
+    inputs[:, 0], inputs[:, 5], inputs[:, 10] = CLS_ID, SEP_ID, SEP_ID
+    inputs[2, 8:] = 0  # a shorter row
+    batch = {
+        "inputs": inputs,
+        "segment_ids": np.repeat([[0] * 6 + [1] * 5], 3, 0).astype(np.int32),
+        "mlm_positions": np.array([[1, 3, 0], [2, 7, 9], [4, 0, 0]], np.int32),
+        "mlm_targets": rng.integers(7, V, (3, 3)).astype(np.int32),
+        "mlm_weights": np.array([[1, 1, 0], [1, 1, 1], [1, 0, 0]], np.float32),
+        "nsp_labels": np.array([0, 1, 1], np.int32),
+        "nsp_weights": np.array([1, 1, 0], np.float32),
+    }
+    return {k: jax.numpy.asarray(v) for k, v in batch.items()}
+
+
+def test_losses_are_over_selected_positions_and_real_pairs_only():
+    model = EncoderOnly(EncoderOnlyConfig.tiny(vocab_size=V), rngs=nnx.Rngs(0))
+    batch = _batch()
+    loss, sums = pretrain_loss(model, batch, None, True)
+    hidden = model(batch["inputs"], batch["segment_ids"])
+    logp = jax.nn.log_softmax(model.mlm_logits(hidden), -1)  # every position
+    nll = [
+        -logp[b, p, batch["mlm_targets"][b, j]]
+        for b in range(3)
+        for j, p in enumerate(batch["mlm_positions"][b])
+        if batch["mlm_weights"][b, j]
+    ]
+    nsp = -jax.nn.log_softmax(model.nsp_logits(model.pool(hidden)), -1)
+    assert float(sums["mlm_tokens"]) == 6 and float(sums["pairs"]) == 2
+    assert float(sums["mlm_loss_sum"]) == pytest.approx(float(sum(nll)), rel=1e-5)
+    assert float(sums["nsp_loss_sum"]) == pytest.approx(float(nsp[0, 0] + nsp[1, 1]), rel=1e-5)
+    summary = pretrain_summary(jax.device_get(sums))
+    # The step divides by mlm_tokens: mean MLM loss + mean NSP loss.
+    assert float(loss) / 6 == pytest.approx(summary["mlm_loss"] + summary["nsp_loss"], rel=1e-5)
+    # Unused slots, padding pairs and unselected tokens' targets change nothing.
+    targets = np.array(batch["mlm_targets"])
+    targets[0, 2] = targets[2, 1] = 8
+    other = {**batch, "mlm_targets": jax.numpy.asarray(targets)}
+    other["nsp_labels"] = jax.numpy.asarray([0, 1, 0], np.int32)
+    assert float(pretrain_loss(model, other, None, True)[0]) == pytest.approx(float(loss))
+
+
+def _rows(workdir, split):
+    lines = (pathlib.Path(workdir) / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["split"] == split]
+
+
+def test_the_tiny_run_logs_and_tests_both_objectives(tiny_bert_workdir):
+    train = _rows(tiny_bert_workdir, "train")
+    assert [r["step"] for r in train] == list(range(1, 21))
+    assert train[-1]["mlm_loss"] < train[0]["mlm_loss"] - 0.5
+    (ev,) = _rows(tiny_bert_workdir, "eval")
+    assert {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"} <= set(ev)
+    (test,) = _rows(tiny_bert_workdir, "test")
+    assert 0 <= test["mlm_baseline_accuracy"] <= 1 and test["pairs"] > 0
+    stderr = (tiny_bert_workdir / "train.stderr").read_text()
+    assert "most frequent token" in stderr and "next sentence: accuracy" in stderr
+    assert (tiny_bert_workdir / "best").is_dir()
+
+
+def test_fill_mask_cli_round_trip_and_bad_inputs(tiny_bert_workdir, capsys, monkeypatch):
+    stdin = "The [MASK] function returns a list.\n[MASK] and [MASK]\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    assert fill_mask.main([f"--workdir={tiny_bert_workdir}", "--top_k=3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and len(lines[0].split(", ")) == 3
+    assert len(lines[1].split(" | ")) == 2  # one group per mask
+    assert fill_mask.main([f"--workdir={tiny_bert_workdir}", "--json", "--text=a [MASK]"]) == 0
+    (guesses,) = json.loads(capsys.readouterr().out)
+    probabilities = [g["probability"] for g in guesses]
+    assert len(guesses) == 5 and probabilities == sorted(probabilities, reverse=True)
+    assert all(g["text"].startswith("a ") for g in guesses)
+    assert fill_mask.main([f"--workdir={tiny_bert_workdir}", "--text=no mask here"]) == 1
+    assert "has no [MASK]" in capsys.readouterr().err
+    assert fill_mask.main([f"--workdir={tiny_bert_workdir / 'nope'}", "--text=[MASK]"]) == 1
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_fill_mask_truncates_with_a_warning_and_refuses_other_runs(
+    tiny_bert_workdir, tiny_lm_workdir
+):
+    filler = MaskFiller.from_checkpoint(tiny_bert_workdir)
+    long = "The [MASK] " + "word " * 200
+    with pytest.warns(UserWarning, match="truncated"):
+        (masks,) = filler.fill_mask([long], top_k=2)
+    assert len(masks) == 1
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="beyond the model"):
+        filler.fill_mask("word " * 200 + "[MASK]")
+    with pytest.raises(CheckpointError, match="encoder_only"):
+        MaskFiller.from_checkpoint(tiny_lm_workdir)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (lambda c: c.model.update(name="decoder_only"), "'encoder_only' model"),
+        (lambda c: c.data.update(max_len=128), "exceeds the model's learned positions"),
+        (lambda c: c.data.update(tokenizer="byte"), "BERT needs"),
+    ],
+)
+def test_config_guards(override, message):
+    config = bert_tiny.get_config()
+    override(config)
+    with pytest.raises(ValueError, match=message):
+        validate_train_config(config)

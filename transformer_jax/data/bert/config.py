@@ -1,0 +1,50 @@
+"""BERT pretraining input's configuration: the language-model sources plus pairs and masking.
+
+Documents come from the same sources as the GPT model's (`data/lm/config.py`: the embedded
+stdlib documentation, own text, TFDS), are cut into sentences, paired for next-sentence
+prediction and masked for the masked LM. The tokenizer is SentencePiece with `[CLS] [SEP]
+[MASK]` as user-defined pieces (ids 4, 5, 6): bytes cannot hold them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_collections
+
+from transformer_jax.data.config_checks import check_fraction, check_int, fail
+from transformer_jax.data.lm import config as lm_config
+
+
+def default_bert_data_config() -> ml_collections.ConfigDict:
+    """The language-model data fields (stdlib documentation by default) plus BERT's."""
+    c = lm_config.default_lm_data_config()
+    c.max_len = 128  # Tokens per row, [CLS] and both [SEP] included (BERT: 128, then 512).
+    c.tokens_per_batch = 4096  # Global tokens per step (rows = tokens_per_batch / max_len).
+    c.mask_rate = 0.15  # Share of each row's ordinary tokens selected for the masked LM.
+    c.short_seq_prob = 0.1  # Share of pairs given a shorter random length (BERT: 0.1).
+    c.eval_seed = 1  # Seed of the fixed validation/test pairs and masks.
+    return c
+
+
+def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
+    """Checks every field the BERT input reads; raises naming the first bad one."""
+    for field in ("mask_rate", "short_seq_prob", "eval_seed"):
+        if field not in cfg:
+            raise fail(field, "missing", "Start from default_bert_data_config().")
+    lm_config.validate_lm_data_config(cfg)
+    if cfg.tokenizer != "sentencepiece":
+        raise fail(
+            "tokenizer",
+            f"got {cfg.tokenizer!r}; BERT needs [CLS] [SEP] [MASK] pieces",
+            "Use 'sentencepiece'.",
+        )
+    check_int(cfg, "max_len", 8)  # [CLS] A [SEP] B [SEP] with a few tokens each
+    check_fraction(cfg, "mask_rate")
+    check_fraction(cfg, "short_seq_prob", open_low=False)
+    check_int(cfg, "eval_seed", 0)
+
+
+def max_predictions(cfg: ml_collections.ConfigDict) -> int:
+    """Masked positions a row can hold: mask_rate of its ordinary tokens, rounded up."""
+    return max(1, math.ceil(cfg.mask_rate * (cfg.max_len - 3)) + 1)

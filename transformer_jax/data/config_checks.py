@@ -1,0 +1,39 @@
+"""Checks shared by the data configs: one error format, naming the field, the value, the fix."""
+
+from __future__ import annotations
+
+import ml_collections
+
+
+def fail(field: str, problem: str, fix: str) -> ValueError:
+    """The error for a bad `config.data` field: `data config field 'F': problem. fix`."""
+    return ValueError(f"data config field '{field}': {problem}. {fix}")
+
+
+def check_int(cfg: ml_collections.ConfigDict, field: str, minimum: int) -> None:
+    """Raises unless `cfg[field]` is an integer (not a bool) >= `minimum`."""
+    value = cfg[field]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise fail(field, f"got {value!r}", f"Use an integer >= {minimum}.")
+
+
+def check_choice(cfg: ml_collections.ConfigDict, field: str, choices: tuple[str, ...]) -> None:
+    """Raises unless `cfg[field]` is one of `choices`."""
+    if cfg[field] not in choices:
+        raise fail(field, f"got {cfg[field]!r}", f"Use one of {choices}.")
+
+
+def check_fraction(cfg: ml_collections.ConfigDict, field: str, *, open_low: bool = True) -> None:
+    """Raises unless `cfg[field]` is a number in (0, 1) (or [0, 1) with open_low=False)."""
+    value = cfg[field]
+    low_ok = value > 0.0 if open_low else value >= 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low_ok or value >= 1:
+        interval = "(0, 1)" if open_low else "[0, 1)"
+        raise fail(field, f"got {value!r}", f"Use a number in {interval}.")
+
+
+def check_missing(cfg: ml_collections.ConfigDict, defaults: ml_collections.ConfigDict, maker: str):
+    """Raises naming the first field of `defaults` that `cfg` lacks."""
+    missing = sorted(set(defaults.keys()) - set(cfg.keys()))
+    if missing:
+        raise fail(missing[0], "missing", f"Start from {maker}() and override fields.")
