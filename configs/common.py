@@ -5,10 +5,12 @@ changes what differs; every field has a comment.
 """
 
 import ml_collections
+from ml_collections.config_dict import placeholder
 
 from transformer_jax import models
 from transformer_jax.data import default_data_config
 from transformer_jax.data.bert.config import default_bert_data_config
+from transformer_jax.data.classify.config import default_classify_data_config
 from transformer_jax.data.lm.config import default_lm_data_config
 
 
@@ -91,4 +93,23 @@ def bert_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     c.data = default_bert_data_config()  # The stdlib documentation corpus, SentencePiece.
     training_fields(c)
     c.label_smoothing = 0.0  # Unused: BERT's losses are plain likelihoods.
+    return c
+
+
+def classify_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
+    """Fine-tuning the encoder-only model (BERT) to classify texts or text pairs."""
+    c = ml_collections.ConfigDict()
+    c.task = "classify"  # A linear head on the pooled [CLS] output.
+
+    # Model: the pretrained run's section (same preset and overrides): only num_labels (from the
+    # data) and the dropout rates may differ from it.
+    c.model = models.config_section("encoder_only", preset)
+
+    # Data: see transformer_jax/data/classify/config.py for every field.
+    c.data = default_classify_data_config()  # The number-pair task by default.
+    training_fields(c)
+    c.init_from = placeholder(str)  # Pretraining workdir to start from; unset or '' = scratch.
+    c.label_smoothing = 0.0  # Unused: plain cross-entropy.
+    c.baselines = True  # At the test, TF-IDF + logistic regression on the same split.
+    c.baseline_analyzer = "char"  # Its n-grams: "char" (1-4 within words) or "word" (1-2).
     return c

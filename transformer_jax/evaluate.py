@@ -3,10 +3,14 @@
     python -m transformer_jax.evaluate --workdir=runs/default --split=test \
         [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N]
     python -m transformer_jax.evaluate --workdir=runs/gpt --split=test [--step=N]
+    python -m transformer_jax.evaluate --workdir=runs/bert_numbers --split=test
 
 Language-model workdirs (config.task == "language_model") get the split's loss, perplexity,
 token accuracy and bits per byte beside lzma, zlib and a character bigram on the same text,
-and a few samples; the figures go to `<workdir>/eval/<split>.step<S>.lm.json`.
+and a few samples; the figures go to `<workdir>/eval/<split>.step<S>.lm.json`. BERT
+pretraining workdirs get masked-LM and next-sentence accuracy (`.bert.json`); fine-tuned
+classifiers accuracy, macro-F1 and the confusion matrix beside TF-IDF + logistic regression
+(`.classify.json`).
 
 Translation:
 The pairs come from the run's own data config (config.json), so the split is the one the run
@@ -31,6 +35,9 @@ from transformer_jax.inference.translator import Translator
 from transformer_jax.sharding import make_mesh
 from transformer_jax.translate import add_model_flags, quiet_logs
 from transformer_jax.workdir import CheckpointError, Workdir
+
+# Tasks scored by their own `score_split`, and the suffix of their figures' file.
+SCORED_TASKS = {"language_model": "lm", "bert_pretrain": "bert", "classify": "classify"}
 
 
 def output_stem(split: str, steps: tuple[int, ...], beam_size: int) -> str:
@@ -57,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         workdir = Workdir.at(args.workdir).require()
-        if workdir.read_config().get("task") == "language_model":
-            return evaluate_language_model(workdir, args)
+        if workdir.read_config().get("task") in SCORED_TASKS:
+            return evaluate_task(workdir, args)
         translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
         workdir = translator.workdir
         pairs = get_pairs(translator.config.data, args.split, cache_dir=workdir.cache)
@@ -110,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def evaluate_language_model(workdir: Workdir, args: argparse.Namespace) -> int:
-    """Loss, perplexity and bits per byte of a split beside the baselines; samples."""
+def evaluate_task(workdir: Workdir, args: argparse.Namespace) -> int:
+    """A language model's, BERT's or a classifier's figures on a split (`score_split`)."""
     config = workdir.read_config()
-    task = tasks.get("language_model")(config, workdir)
+    task = tasks.get(config.task)(config, workdir)
     model, steps = loading.load_model(workdir, config, task.tokenizer, args.step, args.average_last)
     mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})  # batches split over devices
     metrics, line = task.score_split(model, args.split, mesh=mesh, baselines=True)
@@ -121,7 +128,7 @@ def evaluate_language_model(workdir: Workdir, args: argparse.Namespace) -> int:
         raise ValueError(f"the {args.split} split of {workdir} has no documents to score.")
     out_dir = workdir.eval
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{args.split}.step{steps[-1]}.lm.json"
+    path = out_dir / f"{args.split}.step{steps[-1]}.{SCORED_TASKS[config.task]}.json"
     record = {"split": args.split, "steps": list(steps), **metrics}
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"step {steps[-1]}, {line}")

@@ -80,6 +80,7 @@ class Workdir:
     tokenizer_model = _child("tokenizer.model")
     tokenizer_settings = _child("tokenizer.json")
     corpus_json = _child("corpus.json")
+    labels_json = _child("labels.json")  # A classifier's label names and input kind.
     cache = _child("cache")
     checkpoints = _child("checkpoints")
     best = _child("best")

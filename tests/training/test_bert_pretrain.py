@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 
 from configs import bert_tiny
-from transformer_jax import fill_mask
+from transformer_jax import evaluate, fill_mask
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.tasks.bert_pretrain import pretrain_loss, pretrain_summary
@@ -131,3 +131,10 @@ def test_config_guards(override, message):
     override(config)
     with pytest.raises(ValueError, match=message):
         validate_train_config(config)
+
+
+def test_evaluate_cli_scores_a_pretraining_workdir(tiny_bert_workdir, capsys):
+    assert evaluate.main([f"--workdir={tiny_bert_workdir}", "--split=eval"]) == 0
+    assert "masked LM: accuracy" in capsys.readouterr().out
+    (path,) = (tiny_bert_workdir / "eval").glob("eval.step*.bert.json")
+    assert 0 <= json.loads(path.read_text())["mlm_accuracy"] <= 1

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
 import ml_collections
+
+from transformer_jax import storage
 
 
 def fail(field: str, problem: str, fix: str) -> ValueError:
@@ -37,3 +41,15 @@ def check_missing(cfg: ml_collections.ConfigDict, defaults: ml_collections.Confi
     missing = sorted(set(defaults.keys()) - set(cfg.keys()))
     if missing:
         raise fail(missing[0], "missing", f"Start from {maker}() and override fields.")
+
+
+def absolute_paths(
+    cfg: ml_collections.ConfigDict, fields: tuple[str, ...]
+) -> ml_collections.ConfigDict:
+    """A copy whose set path `fields` are absolute (local) or URLs (gs://), so that the
+    workdir's config.json still finds them from another directory (evaluation, resumption)."""
+    out = copy.deepcopy(cfg)
+    for field in fields:
+        if cfg[field] is not None:
+            out[field] = str(storage.as_path(cfg[field]))
+    return out

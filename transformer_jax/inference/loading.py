@@ -37,7 +37,7 @@ def _brief(error: Exception) -> str:
     return text if len(text) <= 400 else text[:400] + " ..."
 
 
-def _key_name(key) -> str:
+def key_name(key) -> str:
     for attr in ("key", "name", "idx"):
         if hasattr(key, attr):
             return str(getattr(key, attr))
@@ -48,7 +48,7 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
     """`"decoder/layers/0/ffn/w1/value" -> (shape, dtype)` for every array leaf of `tree`."""
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
     return {
-        "/".join(_key_name(k) for k in path): (tuple(leaf.shape), str(np.dtype(leaf.dtype)))
+        "/".join(key_name(k) for k in path): (tuple(leaf.shape), str(np.dtype(leaf.dtype)))
         for path, leaf in leaves
     }
 

@@ -37,7 +37,7 @@ register(
         name="encoder_only",
         config_class=encoder_only.EncoderOnlyConfig,
         module_class=encoder_only.EncoderOnly,
-        data_fields=("vocab_size",),  # From the tokenizer; max_len is the model's positions.
+        data_fields=("vocab_size", "num_labels"),  # Tokenizer; labels of a classification task.
     )
 )
 

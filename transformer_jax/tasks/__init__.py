@@ -5,11 +5,13 @@ A training config names its task (`config.task = "translation"`); `get(name)` gi
 
 from transformer_jax.tasks.base import ResumableIterator, Task
 from transformer_jax.tasks.bert_pretrain import BertPretrainTask
+from transformer_jax.tasks.classify import ClassificationTask
 from transformer_jax.tasks.language_model import LanguageModelTask
 from transformer_jax.tasks.translation import TranslationTask
 
 _TASKS: dict[str, type[Task]] = {
-    cls.name: cls for cls in (TranslationTask, LanguageModelTask, BertPretrainTask)
+    cls.name: cls
+    for cls in (TranslationTask, LanguageModelTask, BertPretrainTask, ClassificationTask)
 }
 
 
@@ -22,6 +24,7 @@ def get(name: str) -> type[Task]:
 
 __all__ = [
     "BertPretrainTask",
+    "ClassificationTask",
     "LanguageModelTask",
     "ResumableIterator",
     "Task",

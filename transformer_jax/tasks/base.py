@@ -60,6 +60,8 @@ class Task(abc.ABC):
       model_defining_data_fields: `config.data` fields that fix the parameters' shapes or the
         meaning of the inputs (e.g. the vocabulary): a workdir trained with other values is
         refused rather than resumed.
+      fresh_params: top-level parameter names that `config.init_from` leaves newly initialised
+        (a fine-tuning task's heads).
     """
 
     name: ClassVar[str]
@@ -67,6 +69,7 @@ class Task(abc.ABC):
     best_metric: ClassVar[str]
     best_mode: ClassVar[str]
     model_defining_data_fields: ClassVar[tuple[str, ...]] = ()
+    fresh_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         """Prepares the data (e.g. trains or loads the tokenizer into the workdir)."""

@@ -139,6 +139,12 @@ class BertPretrainTask(Task):
         chance; nothing more at "eval" (the loop has the validation metrics already)."""
         if split == "eval":
             return {}, None
+        return self.score_split(model, split, mesh=mesh)
+
+    def score_split(self, model: nnx.Module, split: str, *, mesh: Mesh, baselines=None):
+        """A split's MLM and NSP figures and the most-frequent-token baseline; ({}, None) for
+        an empty split. (`baselines` is accepted for the evaluate CLI; the baseline is free.)"""
+        del baselines
         started = time.time()
         batches = self.eval_batches(split)
         sums = split_sums(self.loss_fn, model, batches, mesh)

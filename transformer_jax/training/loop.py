@@ -22,6 +22,7 @@ from transformer_jax.training.checkpointing import (
     PreemptionFlag,
     check_or_write_config,
 )
+from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
 from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
@@ -123,6 +124,9 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         state, data_state, _ = ckpt.restore(abstract)
         train_iter.set_state(data_state)
         log.message(f"resumed from {workdir.checkpoints} at step {int(state.step)}")
+    elif config.get("init_from"):  # a new fine-tuning run (a resumed one has its checkpoint)
+        state, note = init_from_workdir(state, config.init_from, model_cfg, task.fresh_params)
+        log.message(note)
 
     # ------------------------------------------------------------------- the loop
     rng = jax.random.key(config.seed + 1)  # dropout; train_step folds in the step number

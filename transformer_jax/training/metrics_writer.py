@@ -37,11 +37,12 @@ class MetricsWriter:
         if not self.enabled:
             return
         row = {"step": int(step), "split": split, "time": time.time()}
-        row.update({k: (float(v) if not isinstance(v, str) else v) for k, v in metrics.items()})
+        # Numbers as floats; strings and lists (a confusion matrix) as they are, not plotted.
+        scalars = {k: float(v) for k, v in metrics.items() if not isinstance(v, (str, list))}
+        row.update({k: scalars.get(k, v) for k, v in metrics.items()})
         self._file.append(json.dumps(row))
-        for k, v in metrics.items():
-            if not isinstance(v, str):
-                self._tb.add_scalar(f"{split}/{k}", float(v), int(step))
+        for k, v in scalars.items():
+            self._tb.add_scalar(f"{split}/{k}", v, int(step))
         self._tb.flush()
 
     def progress(

@@ -7,13 +7,11 @@ ships with every Python: no data and no network. For your own text set `source="
 
 from __future__ import annotations
 
-import copy
-
 import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
-from transformer_jax.data.config_checks import check_choice, check_int, fail
+from transformer_jax.data.config_checks import absolute_paths, check_choice, check_int, fail
 
 SOURCES = ("stdlib", "text", "tfds")
 TOKENIZERS = ("sentencepiece", "byte")
@@ -125,12 +123,8 @@ def validate_lm_data_config(cfg: ml_collections.ConfigDict) -> None:
 
 
 def with_absolute_paths(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """A copy whose local path fields are absolute (config.json then works from anywhere)."""
-    out = copy.deepcopy(cfg)
-    for field in PATH_FIELDS:
-        if cfg[field] is not None:
-            out[field] = str(storage.as_path(cfg[field]))
-    return out
+    """A copy whose path fields are absolute (config.json then works from anywhere)."""
+    return absolute_paths(cfg, PATH_FIELDS)
 
 
 def rows_per_batch(cfg: ml_collections.ConfigDict) -> int:

@@ -7,14 +7,13 @@ network. For the paper's WMT'14 English -> German set `source="tfds"` and raise 
 
 from __future__ import annotations
 
-import copy
 import math
 
 import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
-from transformer_jax.data.config_checks import check_int, fail
+from transformer_jax.data.config_checks import absolute_paths, check_int, fail
 
 SOURCES = ("embedded", "tfds", "text")
 EMBEDDED_LANGS = ("fr", "de")
@@ -184,13 +183,8 @@ def check_text_split_fields(cfg: ml_collections.ConfigDict, split: str) -> None:
 
 
 def with_absolute_paths(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-    """A copy whose local file fields are absolute, so that the workdir's config.json still
-    finds them from another directory (evaluation, resumption)."""
-    out = copy.deepcopy(cfg)
-    for field in PATH_FIELDS:
-        if cfg[field] is not None:
-            out[field] = str(storage.as_path(cfg[field]))
-    return out
+    """A copy whose path fields are absolute (config.json then works from anywhere)."""
+    return absolute_paths(cfg, PATH_FIELDS)
 
 
 def bucket_lengths(cfg: ml_collections.ConfigDict) -> tuple[int, ...]:

@@ -1,0 +1,182 @@
+"""BERT fine-tuning: the classification loss and its confusion-matrix sums, init_from (the
+encoder copied exactly, only the heads new, clear errors on other shapes or vocabularies), a
+tiny run end to end, Classifier and the classify CLI with their bad inputs, TSV files (issue 11)."""
+
+import dataclasses
+import io
+import json
+import pathlib
+import sys
+
+import jax
+import numpy as np
+import pytest
+from conftest import train_once
+from flax import nnx
+
+from configs import bert_classify_tiny
+from transformer_jax import classify, evaluate, models
+from transformer_jax.data.classify.tsv import tsv_dataset
+from transformer_jax.inference import loading
+from transformer_jax.inference.classifier import Classifier
+from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
+from transformer_jax.sharding import make_mesh
+from transformer_jax.tasks import classify_metrics
+from transformer_jax.tasks.classify import classify_loss, classify_summary
+from transformer_jax.training.init_from import init_from_workdir
+from transformer_jax.training.optimizer import make_optimizer
+from transformer_jax.training.state import create_train_state
+from transformer_jax.workdir import CheckpointError, Workdir
+
+
+def test_loss_sums_and_macro_f1_match_the_numpy_metrics():
+    model = EncoderOnly(EncoderOnlyConfig.tiny(vocab_size=31, num_labels=3), rngs=nnx.Rngs(0))
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(7, 31, (9, 6)).astype(np.int32)
+    tokens[:, 0] = 4
+    batch = {
+        "inputs": tokens,
+        "segment_ids": np.zeros_like(tokens),
+        "labels": rng.integers(0, 3, 9).astype(np.int32),
+        "weights": np.array([1] * 7 + [0, 0], np.float32),  # two padding rows
+    }
+    batch = {k: jax.numpy.asarray(v) for k, v in batch.items()}
+    _, sums = classify_loss(model, batch, None, True)
+    logits = model.classify(model.pool(model(batch["inputs"], batch["segment_ids"])))
+    predicted = np.asarray(logits.argmax(-1))[:7]
+    labels = np.asarray(batch["labels"])[:7]
+    np.testing.assert_array_equal(
+        sums["confusion"], classify_metrics.confusion_matrix(labels, predicted, 3)
+    )
+    summary = classify_summary(jax.device_get(sums))
+    assert summary["examples"] == 7
+    assert summary["accuracy"] == pytest.approx(classify_metrics.accuracy(labels, predicted))
+    assert summary["macro_f1"] == pytest.approx(classify_metrics.macro_f1(labels, predicted, 3))
+
+
+@pytest.fixture(scope="module")
+def tiny_classifier(tmp_path_factory, tiny_bert_workdir) -> pathlib.Path:
+    """configs/bert_classify_tiny.py fine-tuned from the tiny BERT run."""
+    return train_once(
+        tmp_path_factory.mktemp("tiny_cls"),
+        "configs/bert_classify_tiny.py",
+        f"--config.init_from={tiny_bert_workdir}",
+        "--config.baselines=True",
+    )
+
+
+def _rows(workdir, split):
+    lines = (pathlib.Path(workdir) / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["split"] == split]
+
+
+def test_fine_tuning_run_reports_accuracy_f1_confusion_and_baseline(tiny_classifier):
+    stderr = (tiny_classifier / "train.stderr").read_text()
+    assert "initialised from" in stderr and "new (sequence_head, token_head)" in stderr
+    (test,) = _rows(tiny_classifier, "test")
+    assert np.asarray(test["confusion"]).sum() == 64
+    assert 0 <= test["macro_f1"] <= 1 and 0 <= test["baseline_accuracy"] <= 1
+    assert "logistic regression" in stderr and "true \\ predicted" in stderr
+    labels = json.loads((tiny_classifier / "labels.json").read_text())
+    assert labels == {"label_names": ["not_translation", "translation"], "pair": True}
+    assert (tiny_classifier / "tokenizer.model").read_bytes() == (
+        pathlib.Path(json.loads((tiny_classifier / "config.json").read_text())["init_from"])
+        / "tokenizer.model"
+    ).read_bytes()
+
+
+def _classify_state(tiny_bert_workdir, **model_overrides):
+    config = bert_classify_tiny.get_config()
+    pretrained = Workdir.at(tiny_bert_workdir)
+    tokenizer = loading.load_tokenizer(pretrained, pretrained.read_config())
+    cfg = models.build_config(config.model, {"vocab_size": tokenizer.vocab_size, "num_labels": 3})
+    cfg = dataclasses.replace(cfg, **model_overrides)
+    tx, _ = make_optimizer(cfg.d_model)
+    mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})
+    graphdef, state, _ = create_train_state(cfg, tx, mesh, seed=7)
+    return cfg, state, pretrained, tokenizer
+
+
+def test_init_from_copies_the_encoder_exactly_and_only_the_heads_are_new(tiny_bert_workdir):
+    cfg, state, pretrained, tokenizer = _classify_state(tiny_bert_workdir)
+    fresh = ("sequence_head", "token_head")
+    new_state, note = init_from_workdir(state, str(tiny_bert_workdir), cfg, fresh)
+    assert "new (sequence_head, token_head)" in note
+    model, _ = loading.load_model(pretrained, pretrained.read_config(), tokenizer)
+    flat = lambda tree: {  # noqa: E731
+        "/".join(map(loading.key_name, p)): np.asarray(v)
+        for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]
+    }
+    before, after, source = flat(state.params), flat(new_state.params), flat(nnx.state(model))
+    assert before.keys() == after.keys()
+    for name, value in after.items():
+        if name.split("/")[0] in fresh:
+            np.testing.assert_array_equal(value, before[name])  # the new initialisation
+        else:
+            np.testing.assert_array_equal(value, source[name])  # the pretrained weights
+    assert after["sequence_head/kernel/value"].shape[-1] == 3
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [({"d_model": 64, "d_ff": 128}, "d_model: this config 64"), ({"vocab_size": 99}, "vocab_size")],
+)
+def test_init_from_refuses_other_shapes_and_vocabularies(tiny_bert_workdir, overrides, message):
+    cfg, state, _, _ = _classify_state(tiny_bert_workdir, **overrides)
+    with pytest.raises(ValueError, match=message):
+        init_from_workdir(state, str(tiny_bert_workdir), cfg, ("sequence_head",))
+
+
+def test_init_from_a_missing_workdir_says_to_pretrain_first(tiny_bert_workdir, tmp_path):
+    cfg, state, _, _ = _classify_state(tiny_bert_workdir)
+    with pytest.raises(CheckpointError, match="Pretrain first"):
+        init_from_workdir(state, str(tmp_path / "none"), cfg, ())
+
+
+def test_classifier_and_cli_round_trip_and_bad_inputs(tiny_classifier, capsys, monkeypatch):
+    classifier = Classifier.from_checkpoint(tiny_classifier)
+    one = classifier.predict(("four hundred", "quatre cent"))
+    assert one.label in one.probabilities and sum(one.probabilities.values()) == pytest.approx(1)
+    many = classifier.predict([("one", "un"), ("two", "deux"), ("three", "trois")])
+    assert len(many) == 3
+    with pytest.raises(ValueError, match="has no second text"):
+        classifier.predict([("one", "un"), ("two", "")])
+    with pytest.raises(ValueError, match="reads pairs"):
+        classifier.predict(["one"])
+    with pytest.warns(UserWarning, match="truncated"):
+        classifier.predict([("one " * 100, "un")])
+    stdin = "four hundred\tquatre cent\nseven\tsept\n"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    assert classify.main([f"--workdir={tiny_classifier}", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["label"] for line in lines] == [p.label for p in classifier.predict(
+        [("four hundred", "quatre cent"), ("seven", "sept")])]  # fmt: skip
+    assert classify.main([f"--workdir={tiny_classifier}", "--text=no tab here"]) == 1
+    assert "no second text" in capsys.readouterr().err
+
+
+def test_tsv_files_and_their_errors(tmp_path):
+    train, eval_ = tmp_path / "train.tsv", tmp_path / "eval.tsv"
+    train.write_text("pos\tgood film\nneg\tbad film\n\npos\tgreat\n")
+    eval_.write_text("neg\tawful\n")
+    data = tsv_dataset(str(train), str(eval_), None)
+    assert data.label_names == ("neg", "pos") and not data.is_pair
+    assert [e.label for e in data.splits["train"]] == [1, 0, 1] and data.splits["test"] == []
+    eval_.write_text("meh\tso so\n")
+    with pytest.raises(ValueError, match=r"eval.tsv:1: label 'meh' is not among"):
+        tsv_dataset(str(train), str(eval_), None)
+    eval_.write_text("neg\tone\tpair\n")
+    with pytest.raises(ValueError, match="disagree on single texts vs pairs"):
+        tsv_dataset(str(train), str(eval_), None)
+    train.write_text("pos\ta\tb\nneg\tc\n")
+    with pytest.raises(ValueError, match=r"train.tsv:2: 2 fields.*A pair needs both texts"):
+        tsv_dataset(str(train), str(eval_), None)
+
+
+def test_evaluate_cli_reports_a_confusion_matrix(tiny_classifier, capsys):
+    assert evaluate.main([f"--workdir={tiny_classifier}", "--split=eval"]) == 0
+    out = capsys.readouterr().out
+    assert "accuracy" in out and "true \\ predicted" in out and "logistic regression" in out
+    (path,) = (tiny_classifier / "eval").glob("eval.step*.classify.json")
+    record = json.loads(path.read_text())
+    assert np.asarray(record["confusion"]).sum() == 64 and "baseline_macro_f1" in record

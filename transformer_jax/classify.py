@@ -1,0 +1,75 @@
+"""Classify texts or text pairs with a fine-tuned BERT (a `configs/bert_*` fine-tuning run).
+
+    python -m transformer_jax.classify --workdir=runs/bert_numbers \
+        --text=$'four hundred and two\tquatre cent deux'
+    printf 'The event loop runs tasks.\n' | python -m transformer_jax.classify \
+        --workdir=runs/bert_stdlib
+
+Inputs come from `--text` (repeatable) or stdin, one per line; for a pair classifier a line is
+`text_a<TAB>text_b`. Each line out answers the line in: `label<TAB>probability`, or with
+`--json` one JSON object per line ({"label", "probabilities": {label: p}}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from transformer_jax.inference.classifier import Classifier
+from transformer_jax.translate import quiet_logs, read_lines
+from transformer_jax.workdir import CheckpointError
+
+
+def parse_line(line: str, pair: bool, number: int) -> str | tuple[str, str]:
+    """A text, or for a pair classifier the two texts of `text_a<TAB>text_b`."""
+    if not pair:
+        return line
+    parts = line.split("\t")
+    if len(parts) != 2 or not parts[1].strip():
+        raise ValueError(
+            f"input line {number}: this classifier reads pairs, written text_a<TAB>text_b; the "
+            f"line has no second text: {line[:80]!r}."
+        )
+    return parts[0], parts[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m transformer_jax.classify", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--workdir", required=True, help="The train.py workdir of a fine-tuning.")
+    parser.add_argument("--text", action="append", default=None, help="An input (repeatable).")
+    parser.add_argument("--json", action="store_true", help="One JSON object per line.")
+    parser.add_argument("--step", type=int, default=None, help="Checkpoint step (default: latest).")
+    parser.add_argument("--batch_size", type=int, default=32, help="Inputs per model call.")
+    args = parser.parse_args(argv)
+    quiet_logs()
+    try:
+        if args.batch_size < 1:
+            raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}.")
+        classifier = Classifier.from_checkpoint(args.workdir, args.step)
+        if args.text is None:
+            lines = read_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace"))
+        else:
+            lines = args.text
+        inputs = [parse_line(line, classifier.pair, i + 1) for i, line in enumerate(lines)]
+        predictions = classifier.predict(inputs, batch_size=args.batch_size) if inputs else []
+    except (CheckpointError, ValueError, TypeError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    out = []
+    for p in predictions:
+        if args.json:
+            out.append(json.dumps(dataclasses.asdict(p), ensure_ascii=False))
+        else:
+            out.append(f"{p.label}\t{p.probabilities[p.label]:.4f}")
+    sys.stdout.flush()
+    sys.stdout.buffer.write("".join(line + "\n" for line in out).encode("utf-8"))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

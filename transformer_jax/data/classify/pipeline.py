@@ -1,0 +1,198 @@
+"""What the classification task calls: the labelled splits, the tokenizer, batches.
+
+    dataset = load_dataset(cfg, cache_dir)                 # LabelledSplits
+    tokenizer = load_classify_tokenizer(cfg, workdir, init_from)
+    encoded = encode_examples(tokenizer, dataset.splits["train"], cfg.max_len)
+    train_iter = ClassifyTrainIterator(encoded, cfg)        # host-local, infinite, resumable
+    eval_batches = eval_batches(encoded_eval, cfg)
+
+A batch holds `inputs`, `segment_ids` (int32 [B, T]: `[CLS] A [SEP] (B [SEP])`), `labels`
+(int32 [B]) and `weights` (float32 [B]: 0 for the padding rows of a split's last batch).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Sequence
+
+import ml_collections
+import numpy as np
+
+from transformer_jax.data.bert.inputs import encode_plain, layout
+from transformer_jax.data.bert.pipeline import check_bert_tokenizer
+from transformer_jax.data.classify.examples import Example, LabelledSplits
+from transformer_jax.data.classify.numbers_pair import numbers_pair_dataset
+from transformer_jax.data.classify.stdlib_packages import stdlib_packages_dataset
+from transformer_jax.data.classify.tsv import tsv_dataset
+from transformer_jax.data.epochs import EpochIterator, shard_rows
+from transformer_jax.data.hosts import as_workdir, resolve_processes
+from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.tokens import BERT_SYMBOLS
+from transformer_jax.workdir import Workdir
+
+
+def load_dataset(cfg: ml_collections.ConfigDict, cache_dir=None) -> LabelledSplits:
+    """The configured source's labelled splits."""
+    if cfg.source == "numbers_pair":
+        sizes = {"train": cfg.numbers_train, "eval": cfg.numbers_eval, "test": cfg.numbers_test}
+        return numbers_pair_dataset(sizes, cfg.numbers_seed, cfg.numbers_lang)
+    if cfg.source == "stdlib_packages":
+        return stdlib_packages_dataset(cache_dir, seed=cfg.stdlib_seed)
+    return tsv_dataset(cfg.tsv_train, cfg.tsv_eval, cfg.tsv_test)
+
+
+def load_classify_tokenizer(
+    cfg: ml_collections.ConfigDict,
+    workdir,
+    dataset: LabelledSplits,
+    init_from: str | None = None,
+) -> Tokenizer:
+    """The pretrained workdir's tokenizer (`init_from`), `spm_model_path`, or one trained on
+    the training texts with BERT's pieces (kept as workdir/tokenizer.model)."""
+    workdir = as_workdir(workdir)
+    if workdir.tokenizer_model.exists() and (init_from or cfg.spm_model_path is not None):
+        tokenizer = Tokenizer.load(workdir.tokenizer_model)  # copied at the run's start
+    elif init_from:
+        source = Workdir.at(init_from).tokenizer_model
+        if cfg.spm_model_path is not None and str(cfg.spm_model_path) != str(source):
+            raise ValueError(
+                f"config.data.spm_model_path={cfg.spm_model_path!r} but config.init_from="
+                f"{init_from!r} brings its own tokenizer ({source}). Unset spm_model_path: the "
+                f"pretrained embeddings only fit the pretrained tokenizer."
+            )
+        tokenizer = Tokenizer.load(source)
+    elif cfg.spm_model_path is not None:
+        tokenizer = Tokenizer.load(cfg.spm_model_path)
+    else:
+        texts = [t for ex in dataset.splits["train"] for t in (ex.text_a, ex.text_b) if t]
+
+        def train() -> Tokenizer:
+            return train_tokenizer(
+                texts,
+                vocab_size=cfg.vocab_size,
+                byte_fallback=True,
+                user_defined_symbols=[*BERT_SYMBOLS, "\n"],
+            )
+
+        settings = {"source": cfg.source, "vocab_size": cfg.vocab_size, "texts": len(texts)}
+        return load_or_train(workdir.tokenizer_model, workdir.tokenizer_settings, settings, train)
+    check_bert_tokenizer(tokenizer, str(init_from or cfg.spm_model_path))
+    if not workdir.tokenizer_model.exists():  # the fine-tuned workdir stands on its own
+        tokenizer.save(workdir.tokenizer_model)
+    return tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class EncodedSplit:
+    """A split's examples laid out: tokens and segment ids int32 [N, T], labels int32 [N]."""
+
+    tokens: np.ndarray
+    segments: np.ndarray
+    labels: np.ndarray
+    truncated: int  # examples cut to fit max_len
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def encode_examples(
+    tokenizer: Tokenizer, examples: Sequence[Example], max_len: int
+) -> EncodedSplit:
+    """Every example as one row `[CLS] A [SEP] (B [SEP])` of `max_len` tokens."""
+    a_ids = encode_plain(tokenizer, [ex.text_a for ex in examples])
+    b_texts = [ex.text_b for ex in examples if ex.text_b is not None]
+    b_ids = iter(encode_plain(tokenizer, b_texts))
+    tokens = np.zeros((len(examples), max_len), np.int32)
+    segments, truncated = np.zeros_like(tokens), 0
+    for i, (ex, a) in enumerate(zip(examples, a_ids, strict=True)):
+        b = next(b_ids) if ex.text_b is not None else None
+        tokens[i], segments[i], cut = layout(a, b, max_len)
+        truncated += cut
+    labels = np.array([ex.label for ex in examples], np.int32)
+    return EncodedSplit(tokens, segments, labels, truncated)
+
+
+class ExampleBatches(Sequence):
+    """Batches of `rows` examples in `order` (the last one padded if `pad_last`), host rows."""
+
+    def __init__(self, split: EncodedSplit, order, rows: int, pad_last: bool, hosts=(0, 1)):
+        self._split, self._order, self._rows, self._hosts = split, order, rows, hosts
+        self._len = -(-len(order) // rows) if pad_last else len(order) // rows
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        index = self._order[i * self._rows : (i + 1) * self._rows]
+        n, split = len(index), self._split
+        batch = {
+            "inputs": np.zeros((self._rows, split.tokens.shape[1]), np.int32),
+            "segment_ids": np.zeros((self._rows, split.tokens.shape[1]), np.int32),
+            "labels": np.zeros(self._rows, np.int32),
+            "weights": np.zeros(self._rows, np.float32),
+        }
+        batch["inputs"][:n], batch["segment_ids"][:n] = split.tokens[index], split.segments[index]
+        batch["labels"][:n], batch["weights"][:n] = split.labels[index], 1.0
+        return shard_rows(batch, *self._hosts)
+
+
+class ClassifyTrainIterator(EpochIterator):
+    """Infinite host-local training batches, reshuffled each epoch from (seed, epoch)."""
+
+    def __init__(
+        self,
+        split: EncodedSplit,
+        cfg: ml_collections.ConfigDict,
+        *,
+        process_index: int | None = None,
+        process_count: int | None = None,
+    ):
+        if len(split) < cfg.batch_size:
+            raise ValueError(
+                f"The training split has {len(split)} examples, fewer than one batch of "
+                f"{cfg.batch_size}. Lower data.batch_size or add examples."
+            )
+        self._split, self._rows, self._seed = split, cfg.batch_size, cfg.shuffle_seed
+        self._hosts = resolve_processes(process_index, process_count)
+        digest = hashlib.sha256(split.tokens.tobytes() + split.labels.tobytes())
+        digest.update(f"{cfg.batch_size}/{cfg.shuffle_seed}/{self._hosts}".encode())
+        super().__init__(self.epoch_batches, digest.hexdigest()[:16], num_workers=cfg.num_workers)
+
+    def epoch_batches(self, epoch: int) -> ExampleBatches:
+        order = np.random.default_rng([self._seed, epoch]).permutation(len(self._split))
+        return ExampleBatches(self._split, order, self._rows, False, self._hosts)
+
+
+def eval_batches(
+    split: EncodedSplit,
+    cfg: ml_collections.ConfigDict,
+    *,
+    process_index: int | None = None,
+    process_count: int | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """Every example once, in order, the last batch padded with zero-weight rows."""
+    hosts = resolve_processes(process_index, process_count)
+    if cfg.eval_batch_size % hosts[1]:
+        raise ValueError(
+            f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not split "
+            f"over {hosts[1]} processes. Use a multiple of {hosts[1]}."
+        )
+    return list(ExampleBatches(split, np.arange(len(split)), cfg.eval_batch_size, True, hosts))
+
+
+def log_split(name: str, split: EncodedSplit, max_len: int) -> None:
+    """Logs a split's size and how many examples were cut to `max_len`."""
+    logging.info("%s: %d examples", name, len(split))
+    if split.truncated:
+        logging.warning(
+            "%s: %d of %d examples are longer than data.max_len=%d tokens and were truncated "
+            "(the end of the longer text is cut).",
+            name,
+            split.truncated,
+            len(split),
+            max_len,
+        )

@@ -1,0 +1,127 @@
+"""Classify texts or text pairs with a fine-tuned encoder (a `configs/bert_*` fine-tuning run).
+
+    classifier = Classifier.from_checkpoint("runs/bert_numbers")
+    classifier.predict([("four hundred and two", "quatre cent deux")])
+    # -> [Prediction(label="translation", probabilities={"not_translation": 0.03, ...})]
+
+Inputs are laid out exactly as in fine-tuning (`[CLS] A [SEP] (B [SEP])`); one longer than the
+model's positions is cut from the end of its longer text, with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+
+from transformer_jax.data.bert.inputs import encode_plain
+from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
+from transformer_jax.workdir import CheckpointError
+
+Input = str | tuple[str, str] | list[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """The most probable label and every label's probability."""
+
+    label: str
+    probabilities: dict[str, float]
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _probabilities(graphdef, params, tokens, segments):
+    model = nnx.merge(graphdef, params)
+    return jax.nn.softmax(model.classify(model.pool(model(tokens, segments))), axis=-1)
+
+
+class Classifier:
+    """A fine-tuned encoder with its label names."""
+
+    def __init__(self, run: EncoderRun, label_names: Sequence[str], pair: bool):
+        if len(label_names) != run.model.cfg.num_labels:
+            raise CheckpointError(
+                f"{run.workdir.labels_json}: {len(label_names)} labels, but the model has "
+                f"{run.model.cfg.num_labels} outputs. Use the labels.json the run wrote."
+            )
+        self.run, self.label_names, self.pair = run, tuple(label_names), pair
+        self.max_len = run.model.cfg.max_len
+        self._graphdef, self._params = nnx.split(run.model)
+
+    @classmethod
+    def from_checkpoint(cls, workdir: str | os.PathLike, step: int | None = None) -> Classifier:
+        """Loads a fine-tuning workdir (task 'classify') written by train.py.
+
+        Raises:
+          CheckpointError: not a classifier's workdir, or a file is missing or damaged.
+        """
+        run = load_encoder(workdir, ("classify",), "Classifier", step)
+        path = run.workdir.labels_json
+        try:
+            labels = json.loads(path.read_text())
+            names, pair = labels["label_names"], bool(labels["pair"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(
+                f"{path}: missing or unreadable ({e}). It lists the label names; rerun "
+                f"train.py on the workdir (it writes labels.json before training)."
+            ) from e
+        return cls(run, names, pair)
+
+    def _check(self, inputs: Sequence[Input]) -> list[tuple[str, str | None]]:
+        checked = []
+        for i, item in enumerate(inputs):
+            if isinstance(item, str):
+                if self.pair:
+                    raise ValueError(
+                        f"inputs[{i}] is one text, but this classifier reads pairs of texts "
+                        f"(text_a, text_b): give both, e.g. ('four', 'quatre')."
+                    )
+                checked.append((item, None))
+                continue
+            if not isinstance(item, (tuple, list)) or not all(isinstance(t, str) for t in item):
+                raise TypeError(f"inputs[{i}] is {item!r}: give a str or a pair of str.")
+            if not self.pair:
+                raise ValueError(f"inputs[{i}] is a pair, but this classifier reads single texts.")
+            if len(item) != 2 or not item[1].strip():
+                raise ValueError(
+                    f"inputs[{i}] has no second text: this classifier reads pairs (text_a, "
+                    f"text_b), both non-empty; got {item!r}."
+                )
+            checked.append((item[0], item[1]))
+        return checked
+
+    def predict(self, inputs: Input | Sequence[Input], *, batch_size: int = 32):
+        """The prediction of each input (a text, or a (text_a, text_b) pair for a pair model).
+
+        Returns a `Prediction` for a single input, else a list of them in order.
+
+        Raises:
+          ValueError: a pair missing its second text, or the wrong kind of input.
+        """
+        single = isinstance(inputs, str) or (
+            isinstance(inputs, tuple)
+            and len(inputs) == 2
+            and all(isinstance(t, str) for t in inputs)
+        )
+        items = self._check([inputs] if single else list(inputs))
+        a_ids = encode_plain(self.run.tokenizer, [a for a, _ in items])
+        b_ids = encode_plain(self.run.tokenizer, [b or "" for _, b in items])
+        encoded = [
+            (a, b if item[1] is not None else None)
+            for a, b, item in zip(a_ids, b_ids, items, strict=True)
+        ]
+        out = []
+        for start in range(0, len(encoded), batch_size):
+            chunk = encoded[start : start + batch_size]
+            tokens, segments = batch_inputs(chunk, self.max_len, rows=batch_size)
+            probs = np.asarray(_probabilities(self._graphdef, self._params, tokens, segments))
+            for row in probs[: len(chunk)]:
+                named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
+                out.append(Prediction(self.label_names[int(np.argmax(row))], named))
+        return out[0] if single else out
