@@ -1,11 +1,14 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
 Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`, `Generator`) -> `tasks` (data, loss, evaluation) -> `training` (the loop).
+loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`) -> `tasks` (data, loss,
+evaluation) -> `training` (the loop).
 """
 
 from transformer_jax.inference import (
+    Classifier,
     Generator,
+    MaskFiller,
     Translator,
     beam_search,
     greedy_decode,
@@ -15,6 +18,7 @@ from transformer_jax.inference import (
 from transformer_jax.models import count_params
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
+from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.nn import (
     causal_mask,
     combine_masks,
@@ -26,9 +30,13 @@ from transformer_jax.nn import (
 )
 
 __all__ = [
+    "Classifier",
     "DecoderOnly",
     "DecoderOnlyConfig",
+    "EncoderOnly",
+    "EncoderOnlyConfig",
     "Generator",
+    "MaskFiller",
     "Transformer",
     "TransformerConfig",
     "Translator",

@@ -1,18 +1,24 @@
-"""Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`
-and `Generator`.
+"""Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`,
+`Generator`, `MaskFiller` (BERT fill-mask) and `Classifier` (fine-tuned BERT).
 
 Imports nothing from `transformer_jax.training`: a workdir is read through
 `transformer_jax.workdir` and the model registry only.
 """
 
+from transformer_jax.inference.classifier import Classifier, Prediction
 from transformer_jax.inference.decoding import beam_search, greedy_decode, sample
+from transformer_jax.inference.fill_mask import Candidate, MaskFiller
 from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.search import length_penalty
 from transformer_jax.inference.translator import AttentionResult, Translator
 
 __all__ = [
     "AttentionResult",
+    "Candidate",
+    "Classifier",
     "Generator",
+    "MaskFiller",
+    "Prediction",
     "Translator",
     "beam_search",
     "greedy_decode",
