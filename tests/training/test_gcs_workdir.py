@@ -15,7 +15,7 @@ import pytest
 from etils import epath
 
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
-from transformer_jax import Generator, Translator
+from transformer_jax import Classifier, Generator, MaskFiller, Translator
 from transformer_jax.plot import plot_curves, read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -87,3 +87,33 @@ def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
     generator = Generator.from_checkpoint(workdir)
     assert generator.steps == (4,)
     assert len(generator.generate(["The module"], 5, temperature=0)) == 1
+
+
+@pytest.mark.slow
+def test_bert_pretrain_then_fine_tune_from_gs(gcs_bucket, tmp_path):  # noqa: F811
+    pretrained = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
+    tuned = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
+    for config, workdir, extra in (
+        ("bert_tiny.py", pretrained, []),
+        ("bert_classify_tiny.py", tuned, [f"--config.init_from={pretrained}"]),
+    ):
+        cmd = [
+            sys.executable,
+            str(ROOT / "train.py"),
+            f"--config={ROOT / 'configs' / config}",
+            f"--workdir={workdir}",
+            "--config.num_train_steps=2",
+            "--config.eval_every=2",
+            "--config.checkpoint_every=2",
+            *extra,
+        ]
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []  # nothing local
+    assert f"initialised from {pretrained} step 2" in proc.stderr
+    objects = [o.removeprefix(f"{tuned}/") for o in list_objects(tuned)]
+    assert {"labels.json", "tokenizer.model"} <= set(objects)
+    (guesses,) = MaskFiller.from_checkpoint(pretrained).fill_mask("a [MASK] b", top_k=2)
+    assert len(guesses) == 2
+    prediction = Classifier.from_checkpoint(tuned).predict(("one", "un"))
+    assert prediction.label in ("not_translation", "translation")
