@@ -61,27 +61,24 @@ def main() -> None:
     parser.add_argument("--root", default="runs/bert_finetune", help="Where the runs go.")
     parser.add_argument("--tasks", default=",".join(TASKS), help="Comma-separated task names.")
     parser.add_argument(
+        "--variants", default="pretrained,scratch", help="Which starts: pretrained, scratch."
+    )
+    parser.add_argument(
         "--out", default=str(pathlib.Path(__file__).parent / "results" / "bert_finetune.json")
     )
     args = parser.parse_args()
     pretrained, root = pathlib.Path(args.pretrained).resolve(), pathlib.Path(args.root)
     results = {}
+    variants = args.variants.split(",")
     for name in args.tasks.split(","):
-        results[name] = {
-            "pretrained": run(name, pretrained, root, from_scratch=False),
-            "scratch": run(name, pretrained, root, from_scratch=True),
-        }
+        results[name] = {v: run(name, pretrained, root, v == "scratch") for v in variants}
     print(f"\n{'task':<16} {'model':<22} {'accuracy':>9} {'macro-F1':>9}")
-    for name, both in results.items():
-        rows = [
-            ("BERT pretrained", both["pretrained"]["accuracy"], both["pretrained"]["macro_f1"]),
-            ("BERT from scratch", both["scratch"]["accuracy"], both["scratch"]["macro_f1"]),
-            (
-                "TF-IDF + logistic reg.",
-                both["pretrained"]["baseline_accuracy"],
-                both["pretrained"]["baseline_macro_f1"],
-            ),
-        ]
+    for name, runs in results.items():
+        rows = [(f"BERT {v}", r["accuracy"], r["macro_f1"]) for v, r in runs.items()]
+        first = next(iter(runs.values()))
+        rows.append(
+            ("TF-IDF + logistic reg.", first["baseline_accuracy"], first["baseline_macro_f1"])
+        )
         for model, acc, f1 in rows:
             print(f"{name:<16} {model:<22} {100 * acc:>8.1f}% {100 * f1:>8.1f}%")
     record = {

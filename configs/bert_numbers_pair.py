@@ -9,6 +9,8 @@ run (`init_from`, its tokenizer too) with a new head. At the end it prints test 
 macro-F1 and the confusion matrix beside TF-IDF (character n-grams) + logistic regression on
 the same split. From scratch, at the same budget and with the same tokenizer:
 `--config.init_from='' --config.data.spm_model_path=runs/bert/tokenizer.model`.
+Measured (2-core CPU, about 8 minutes; benchmarks/bert_finetune.py): test accuracy 57.8% from
+the ten-minute pretraining run, 71.4% from scratch, TF-IDF + logistic regression 63.7%.
 """
 
 from configs.common import classify_base_config

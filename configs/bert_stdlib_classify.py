@@ -10,6 +10,8 @@ beside TF-IDF (word n-grams) + logistic regression on the same split. From scrat
 budget and with the same tokenizer:
 `--config.init_from='' --config.data.spm_model_path=runs/bert/tokenizer.model`.
 Note: the pretraining corpus holds these sentences (not their labels).
+Measured (2-core CPU, about 4 minutes; benchmarks/bert_finetune.py): test accuracy 41.0% from
+the ten-minute pretraining run, 56.2% from scratch, TF-IDF + logistic regression 51.4%.
 """
 
 from configs.common import classify_base_config
