@@ -103,7 +103,7 @@ def classify_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
 
     # Model: the pretrained run's section (same preset and overrides): only num_labels (from the
     # data) and the dropout rates may differ from it.
-    c.model = models.config_section("encoder_only", preset)
+    c.model = models.config_section("encoder_only", preset)  # The pretrained run's preset.
 
     # Data: see transformer_jax/data/classify/config.py for every field.
     c.data = default_classify_data_config()  # The number-pair task by default.

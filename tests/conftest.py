@@ -16,6 +16,8 @@ from jaxtyping import install_import_hook  # noqa: E402
 
 install_import_hook("transformer_jax", "beartype.beartype")
 
+from tests.train_runs import train_once  # noqa: E402
+
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY_STEPS = (10, 20, 30)  # The checkpoints that `tiny_workdir` keeps.
 
@@ -45,19 +47,6 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     proc = subprocess.run(cmd, cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return workdir
-
-
-def train_once(workdir: pathlib.Path, config: str, *overrides: str) -> pathlib.Path:
-    """Runs train.py in a subprocess on one device; keeps its stderr in workdir/train.stderr."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    cmd = [sys.executable, str(_ROOT / "train.py"), f"--config={config}", f"--workdir={workdir}"]
-    proc = subprocess.run(
-        [*cmd, *overrides], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600
-    )
-    if proc.returncode:
-        raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    (workdir / "train.stderr").write_text(proc.stderr)
     return workdir
 
 

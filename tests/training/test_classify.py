@@ -11,10 +11,10 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import train_once
 from flax import nnx
 
 from configs import bert_classify_tiny
+from tests.train_runs import train_once
 from transformer_jax import classify, evaluate, models
 from transformer_jax.data.classify.tsv import tsv_dataset
 from transformer_jax.inference import loading
