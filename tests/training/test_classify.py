@@ -16,6 +16,7 @@ from flax import nnx
 from configs import bert_classify_tiny
 from tests.train_runs import train_once
 from transformer_jax import classify, evaluate, models
+from transformer_jax.data.classify import pipeline
 from transformer_jax.data.classify.tsv import tsv_dataset
 from transformer_jax.inference import loading
 from transformer_jax.inference.classifier import Classifier
@@ -180,3 +181,10 @@ def test_evaluate_cli_reports_a_confusion_matrix(tiny_classifier, capsys):
     (path,) = (tiny_classifier / "eval").glob("eval.step*.classify.json")
     record = json.loads(path.read_text())
     assert np.asarray(record["confusion"]).sum() == 64 and "baseline_macro_f1" in record
+
+
+def test_init_from_a_folder_without_a_pretraining_run_is_refused_before_training(tmp_path):
+    config = bert_classify_tiny.get_config()
+    data = pipeline.load_dataset(config.data)
+    with pytest.raises(ValueError, match="not a pretraining workdir. Pretrain first"):
+        pipeline.load_classify_tokenizer(config.data, tmp_path / "run", data, str(tmp_path))

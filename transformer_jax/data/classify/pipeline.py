@@ -56,6 +56,13 @@ def load_classify_tokenizer(
         tokenizer = Tokenizer.load(workdir.tokenizer_model)  # copied at the run's start
     elif init_from:
         source = Workdir.at(init_from).tokenizer_model
+        if not source.exists():
+            raise ValueError(
+                f"config.init_from={init_from!r}: no tokenizer.model there, so not a pretraining "
+                f"workdir. Pretrain first (python train.py "
+                f"--config=configs/bert_stdlib_pretrain.py --workdir={init_from}), or set "
+                f"--config.init_from='' to train from scratch."
+            )
         if cfg.spm_model_path is not None and str(cfg.spm_model_path) != str(source):
             raise ValueError(
                 f"config.data.spm_model_path={cfg.spm_model_path!r} but config.init_from="
