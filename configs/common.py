@@ -11,6 +11,7 @@ from transformer_jax import models
 from transformer_jax.data import default_data_config
 from transformer_jax.data.bert.config import default_bert_data_config
 from transformer_jax.data.classify.config import default_classify_data_config
+from transformer_jax.data.images.config import default_image_data_config
 from transformer_jax.data.lm.config import default_lm_data_config
 
 
@@ -112,4 +113,22 @@ def classify_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     c.label_smoothing = 0.0  # Unused: plain cross-entropy.
     c.baselines = True  # At the test, TF-IDF + logistic regression on the same split.
     c.baseline_analyzer = "char"  # Its n-grams: "char" (1-4 within words) or "word" (1-2).
+    return c
+
+
+def vit_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
+    """Image classification with the Vision Transformer."""
+    c = ml_collections.ConfigDict()
+    c.task = "image_classify"  # Cross-entropy over the classes of whole images.
+
+    # Model: every field of VitConfig from a preset (vit_b16, cpu, tiny); the classes, image
+    # size and channels stay None: the data decides them.
+    c.model = models.config_section("vit", preset)  # ViT; "cpu" (small images) by default.
+
+    # Data: see transformer_jax/data/images/config.py for every field.
+    c.data = default_image_data_config()  # scikit-learn's 8x8 digits by default.
+    training_fields(c)
+    c.label_smoothing = 0.0  # epsilon of the label-smoothed cross-entropy (0 = plain).
+    c.baselines = True  # At the test, an RBF SVC and logistic regression on the same pixels.
+    c.baseline_max_train = 10_000  # Training images the baselines fit on (SVC grows as N^2).
     return c

@@ -4,13 +4,16 @@
         [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N]
     python -m transformer_jax.evaluate --workdir=runs/gpt --split=test [--step=N]
     python -m transformer_jax.evaluate --workdir=runs/bert_numbers --split=test
+    python -m transformer_jax.evaluate --workdir=runs/vit --split=test
 
 Language-model workdirs (config.task == "language_model") get the split's loss, perplexity,
 token accuracy and bits per byte beside lzma, zlib and a character bigram on the same text,
 and a few samples; the figures go to `<workdir>/eval/<split>.step<S>.lm.json`. BERT
 pretraining workdirs get masked-LM and next-sentence accuracy (`.bert.json`); fine-tuned
 classifiers accuracy, macro-F1 and the confusion matrix beside TF-IDF + logistic regression
-(`.classify.json`).
+(`.classify.json`); ViT image classifiers accuracy (top-5 beyond five classes), macro-F1 and
+the confusion matrix beside an RBF SVC and logistic regression on the same pixels
+(`.image.json`). Classifiers also get the confusion matrix as a picture (`.confusion.png`).
 
 Translation:
 The pairs come from the run's own data config (config.json), so the split is the one the run
@@ -32,12 +35,18 @@ from transformer_jax.data import get_pairs
 from transformer_jax.inference import loading
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
+from transformer_jax.plot import plot_confusion
 from transformer_jax.sharding import make_mesh
 from transformer_jax.translate import add_model_flags, quiet_logs
 from transformer_jax.workdir import CheckpointError, Workdir
 
 # Tasks scored by their own `score_split`, and the suffix of their figures' file.
-SCORED_TASKS = {"language_model": "lm", "bert_pretrain": "bert", "classify": "classify"}
+SCORED_TASKS = {
+    "language_model": "lm",
+    "bert_pretrain": "bert",
+    "classify": "classify",
+    "image_classify": "image",
+}
 
 
 def output_stem(split: str, steps: tuple[int, ...], beam_size: int) -> str:
@@ -121,7 +130,8 @@ def evaluate_task(workdir: Workdir, args: argparse.Namespace) -> int:
     """A language model's, BERT's or a classifier's figures on a split (`score_split`)."""
     config = workdir.read_config()
     task = tasks.get(config.task)(config, workdir)
-    model, steps = loading.load_model(workdir, config, task.tokenizer, args.step, args.average_last)
+    tokenizer = getattr(task, "tokenizer", None)  # image tasks have none
+    model, steps = loading.load_model(workdir, config, tokenizer, args.step, args.average_last)
     mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})  # batches split over devices
     metrics, line = task.score_split(model, args.split, mesh=mesh, baselines=True)
     if not metrics:
@@ -133,6 +143,12 @@ def evaluate_task(workdir: Workdir, args: argparse.Namespace) -> int:
     path.write_text(json.dumps(record, indent=2) + "\n")
     print(f"step {steps[-1]}, {line}")
     print(f"figures: {path}")
+    if "confusion" in metrics:
+        picture = path.parent / (path.name.removesuffix(".json") + ".confusion.png")
+        plot_confusion(
+            metrics["confusion"], task.dataset.label_names, picture, title=line.split("\n")[0]
+        )
+        print(f"confusion matrix: {picture}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Plot a workdir's curves: `python -m transformer_jax.plot --workdir=DIR [--output=FILE.png]`.
 
 Left: training and validation loss; right: validation BLEU and exact match, against the step.
+`plot_confusion` draws a classifier's confusion matrix (the evaluate CLI writes one per split).
 """
 
 from __future__ import annotations
@@ -61,6 +62,38 @@ def plot_curves(workdir: str | os.PathLike, output: str | os.PathLike | None = N
     with output.open("wb") as f:
         fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
+    return output
+
+
+def plot_confusion(
+    confusion, names: tuple[str, ...], output: str | os.PathLike, *, title: str = ""
+):
+    """Writes a confusion matrix (rows true labels, columns predicted; counts in the cells)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    counts = np.asarray(confusion, np.int64)
+    size = min(2.5 + 0.45 * len(names), 30.0)
+    fig = Figure(figsize=(size + 1.0, size), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    shown = ax.imshow(counts, cmap="Blues")
+    ax.set_xticks(range(len(names)), labels=names, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(names)), labels=names, fontsize=8)
+    ax.set(xlabel="predicted", ylabel="true")
+    if len(names) <= 30:
+        high = counts.max() / 2 if counts.size else 0
+        for (i, j), count in np.ndenumerate(counts):
+            color = "white" if count > high else "black"
+            ax.text(j, i, str(count), ha="center", va="center", fontsize=7, color=color)
+    if title:
+        ax.set_title(title, fontsize=8)
+    fig.colorbar(shown, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    output = storage.as_path(output)
+    with output.open("wb") as f:
+        fig.savefig(f, format="png")
     return output
 
 

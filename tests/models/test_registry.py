@@ -43,7 +43,7 @@ def test_unknown_model_name_lists_the_known_ones():
     with pytest.raises(
         ValueError,
         match=r"'gpt9' is not a registered model; known: \['decoder_only', 'encoder_decoder', "
-        r"'encoder_only'\]",
+        r"'encoder_only', 'vit'\]",
     ):
         models.get("gpt9")
     with pytest.raises(ValueError, match="no preset 'huge'"):

@@ -23,7 +23,8 @@ from transformer_jax.inference.classifier import Classifier
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks import classify_metrics
-from transformer_jax.tasks.classify import classify_loss, classify_summary
+from transformer_jax.tasks.classify import classify_loss
+from transformer_jax.tasks.label_sums import label_summary
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
@@ -49,7 +50,7 @@ def test_loss_sums_and_macro_f1_match_the_numpy_metrics():
     np.testing.assert_array_equal(
         sums["confusion"], classify_metrics.confusion_matrix(labels, predicted, 3)
     )
-    summary = classify_summary(jax.device_get(sums))
+    summary = label_summary(jax.device_get(sums))
     assert summary["examples"] == 7
     assert summary["accuracy"] == pytest.approx(classify_metrics.accuracy(labels, predicted))
     assert summary["macro_f1"] == pytest.approx(classify_metrics.macro_f1(labels, predicted, 3))

@@ -197,7 +197,8 @@ def test_config_without_task_or_model_name_is_refused_with_the_fix(tmp_path):
     config.task = "summarization"
     with pytest.raises(
         ValueError,
-        match=r"'summarization' is not a known task; known: \['bert_pretrain', 'classify', 'lang",
+        match=r"'summarization' is not a known task; known: \['bert_pretrain', 'classify', "
+        r"'image_classify', 'lang",
     ):
         train_and_evaluate(config, str(tmp_path))
     assert not (tmp_path / "config.json").exists()  # refused before anything is written

@@ -53,3 +53,20 @@ def absolute_paths(
         if cfg[field] is not None:
             out[field] = str(storage.as_path(cfg[field]))
     return out
+
+
+def check_batching(cfg: ml_collections.ConfigDict) -> None:
+    """The batching fields every example-per-row input has: batch_multiple, batch_size,
+    eval_batch_size (multiples of batch_multiple), shuffle_seed and num_workers."""
+    check_int(cfg, "batch_multiple", 1)
+    check_int(cfg, "batch_size", cfg.batch_multiple)
+    check_int(cfg, "eval_batch_size", 1)
+    check_int(cfg, "shuffle_seed", 0)
+    check_int(cfg, "num_workers", 0)
+    for field in ("batch_size", "eval_batch_size"):
+        if cfg[field] % cfg.batch_multiple:
+            raise fail(
+                field,
+                f"{cfg[field]} is not divisible by batch_multiple={cfg.batch_multiple}",
+                "Use a multiple of batch_multiple.",
+            )

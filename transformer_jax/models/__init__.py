@@ -1,7 +1,7 @@
 """The model family. Each model lives in its own package next to its config and presets, and
 registers itself here under the name a training config gives in `config.model.name`."""
 
-from transformer_jax.models import decoder_only, encoder_decoder, encoder_only
+from transformer_jax.models import decoder_only, encoder_decoder, encoder_only, vit
 from transformer_jax.models.registry import (
     ModelSpec,
     abstract_model,
@@ -38,6 +38,15 @@ register(
         config_class=encoder_only.EncoderOnlyConfig,
         module_class=encoder_only.EncoderOnly,
         data_fields=("vocab_size", "num_labels"),  # Tokenizer; labels of a classification task.
+    )
+)
+register(
+    ModelSpec(
+        name="vit",
+        config_class=vit.VitConfig,
+        module_class=vit.VisionTransformer,
+        # From the images: their classes, size and channels.
+        data_fields=("num_classes", "image_height", "image_width", "channels"),
     )
 )
 

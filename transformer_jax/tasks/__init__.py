@@ -1,4 +1,5 @@
-"""Tasks: what differs between translation, language modelling, pretraining and classification.
+"""Tasks: what differs between translation, language modelling, BERT pretraining, text and image
+classification.
 
 A training config names its task (`config.task = "translation"`); `get(name)` gives its class.
 """
@@ -6,12 +7,19 @@ A training config names its task (`config.task = "translation"`); `get(name)` gi
 from transformer_jax.tasks.base import ResumableIterator, Task
 from transformer_jax.tasks.bert_pretrain import BertPretrainTask
 from transformer_jax.tasks.classify import ClassificationTask
+from transformer_jax.tasks.image_classify import ImageClassificationTask
 from transformer_jax.tasks.language_model import LanguageModelTask
 from transformer_jax.tasks.translation import TranslationTask
 
 _TASKS: dict[str, type[Task]] = {
     cls.name: cls
-    for cls in (TranslationTask, LanguageModelTask, BertPretrainTask, ClassificationTask)
+    for cls in (
+        TranslationTask,
+        LanguageModelTask,
+        BertPretrainTask,
+        ClassificationTask,
+        ImageClassificationTask,
+    )
 }
 
 
@@ -25,6 +33,7 @@ def get(name: str) -> type[Task]:
 __all__ = [
     "BertPretrainTask",
     "ClassificationTask",
+    "ImageClassificationTask",
     "LanguageModelTask",
     "ResumableIterator",
     "Task",

@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
@@ -28,6 +27,7 @@ from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import pipeline
 from transformer_jax.tasks import classify_baselines
 from transformer_jax.tasks.base import Task, check_model_name, check_positions
+from transformer_jax.tasks.label_sums import confusion_table, label_summary, label_sums
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
@@ -49,48 +49,8 @@ def classify_loss(
         rng=None if rng is None else jax.random.fold_in(rng, 1),
         deterministic=deterministic,
     )  # [B, K]
-    weights = batch["weights"].astype(jnp.float32)
-    nll = -jnp.take_along_axis(jax.nn.log_softmax(logits), batch["labels"][:, None], -1)[:, 0]
-    predicted = jnp.argmax(logits, -1)
-    k = logits.shape[-1]
-    confusion = jnp.einsum(
-        "bi,bj->ij",
-        jax.nn.one_hot(batch["labels"], k) * weights[:, None],
-        jax.nn.one_hot(predicted, k),
-    )
-    sums = {
-        "loss_sum": (nll * weights).sum(),
-        "correct": ((predicted == batch["labels"]) * weights).sum(),
-        "examples": weights.sum(),
-        "confusion": confusion,
-    }
+    sums = label_sums(logits, batch["labels"], batch["weights"])
     return sums["loss_sum"], sums
-
-
-def classify_summary(sums: Mapping[str, Any]) -> dict[str, float]:
-    """Loss, accuracy and macro-F1 (over the labels that occur) from summed metrics."""
-    examples = max(float(sums["examples"]), 1.0)
-    confusion = np.asarray(sums["confusion"], np.float64)
-    support = confusion.sum(0) + confusion.sum(1)
-    present = support > 0
-    f1 = 2 * np.diag(confusion)[present] / support[present] if present.any() else np.zeros(1)
-    return {
-        "loss": float(sums["loss_sum"]) / examples,
-        "accuracy": float(sums["correct"]) / examples,
-        "macro_f1": float(f1.mean()),
-        "examples": float(sums["examples"]),
-    }
-
-
-def confusion_table(confusion: np.ndarray, names: tuple[str, ...]) -> str:
-    """The confusion matrix as text: rows true labels, columns predicted."""
-    width = max(8, *(len(n) for n in names)) + 1
-    lines = [
-        "  " + "true \\ predicted".ljust(width) + "".join(n[:width].rjust(width) for n in names)
-    ]
-    for name, row in zip(names, np.asarray(confusion).astype(int), strict=True):
-        lines.append("  " + name.ljust(width) + "".join(str(v).rjust(width) for v in row))
-    return "\n".join(lines)
 
 
 class ClassificationTask(Task):
@@ -172,7 +132,7 @@ class ClassificationTask(Task):
         return classify_loss(model, batch, rng, deterministic)
 
     def summarize(self, sums):
-        return classify_summary(sums)
+        return label_summary(sums)
 
     def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
         """ "test" (or any split from the evaluate CLI): accuracy, macro-F1 and the confusion
@@ -188,7 +148,7 @@ class ClassificationTask(Task):
         sums = split_sums(self.loss_fn, model, self.eval_batches(split), mesh)
         if sums is None:
             return {}, None
-        metrics = classify_summary(sums)
+        metrics = label_summary(sums)
         confusion = np.rint(np.asarray(sums["confusion"])).astype(int)
         metrics["confusion"] = confusion.tolist()
         names = self.dataset.label_names

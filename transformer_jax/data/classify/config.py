@@ -13,6 +13,7 @@ from ml_collections.config_dict import placeholder
 from transformer_jax import storage
 from transformer_jax.data.config_checks import (
     absolute_paths,
+    check_batching,
     check_choice,
     check_int,
     check_missing,
@@ -84,18 +85,7 @@ def validate_classify_data_config(cfg: ml_collections.ConfigDict) -> None:
                 )
     check_int(cfg, "vocab_size", 300)
     check_int(cfg, "max_len", 4)
-    check_int(cfg, "batch_multiple", 1)
-    check_int(cfg, "batch_size", cfg.batch_multiple)
-    check_int(cfg, "shuffle_seed", 0)
-    check_int(cfg, "eval_batch_size", 1)
-    check_int(cfg, "num_workers", 0)
-    for field in ("batch_size", "eval_batch_size"):
-        if cfg[field] % cfg.batch_multiple:
-            raise fail(
-                field,
-                f"{cfg[field]} is not divisible by batch_multiple={cfg.batch_multiple}",
-                "Use a multiple of batch_multiple.",
-            )
+    check_batching(cfg)
 
 
 def with_absolute_paths(cfg: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

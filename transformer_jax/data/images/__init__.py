@@ -1,0 +1,1 @@
+"""Labelled images for the Vision Transformer: sources, augmentation and batches."""

@@ -1,0 +1,185 @@
+"""Classify images with a trained Vision Transformer (a `configs/vit_*.py` run).
+
+    classifier = ImageClassifier.from_checkpoint("runs/vit")
+    classifier.predict(load_digits().images[:3] / 16)       # arrays in [0, 1] (or uint8)
+    classifier.predict(["seven.png"], resize=True)          # files, read with Pillow
+    classifier.attention(image)                             # PatchAttention over the patches
+
+Images must have the size and channels the model was trained on (model.json); a file of
+another size is an error unless `resize=True` (bilinear, to the trained size).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+
+from transformer_jax import storage
+from transformer_jax.data.images.folder import read_image
+from transformer_jax.inference import loading
+from transformer_jax.inference.classifier import Prediction
+from transformer_jax.inference.patch_attention import PatchAttention, patch_attention
+from transformer_jax.workdir import CheckpointError, Workdir
+
+ImageInput = np.ndarray | str | os.PathLike
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _probabilities(graphdef, params, images):
+    return jax.nn.softmax(nnx.merge(graphdef, params)(images), axis=-1)
+
+
+@functools.partial(jax.jit, static_argnums=(0,))
+def _attention(graphdef, params, images):
+    logits, weights = nnx.merge(graphdef, params)(images, return_attention=True)
+    return jax.nn.softmax(logits, axis=-1), weights
+
+
+def as_model_pixels(array: np.ndarray, what: str) -> np.ndarray:
+    """float32 pixels in [0, 1] from uint8 (0-255) or float (already in [0, 1]) values."""
+    array = np.asarray(array)
+    if array.dtype == np.uint8:
+        return array.astype(np.float32) / 255.0
+    if not np.issubdtype(array.dtype, np.floating) and not np.issubdtype(array.dtype, np.integer):
+        raise TypeError(f"{what}: pixels of dtype {array.dtype}; give uint8 or float values.")
+    array = array.astype(np.float32)
+    if array.size and (array.min() < 0.0 or array.max() > 1.0 or not np.isfinite(array).all()):
+        raise ValueError(
+            f"{what}: pixel values span [{array.min():g}, {array.max():g}], but the model reads "
+            f"[0, 1] (or uint8 0-255). Scale them first, e.g. load_digits().images / 16."
+        )
+    return array
+
+
+class ImageClassifier:
+    """A trained ViT with its label names."""
+
+    def __init__(self, model: nnx.Module, label_names: Sequence[str], workdir: Workdir, steps):
+        if len(label_names) != model.cfg.num_classes:
+            raise CheckpointError(
+                f"{workdir.labels_json}: {len(label_names)} labels, but the model has "
+                f"{model.cfg.num_classes} outputs. Use the labels.json the run wrote."
+            )
+        self.model, self.label_names, self.workdir, self.steps = (
+            model,
+            tuple(label_names),
+            workdir,
+            list(steps),
+        )
+        self.image_shape = model.cfg.image_shape
+        self._graphdef, self._params = nnx.split(model)
+
+    @classmethod
+    def from_checkpoint(
+        cls, workdir: str | os.PathLike, step: int | None = None
+    ) -> ImageClassifier:
+        """Loads a workdir of task 'image_classify' written by train.py.
+
+        Raises:
+          CheckpointError: not such a workdir, or a file is missing or damaged (named).
+        """
+        workdir = Workdir.at(workdir).require()
+        config = workdir.read_config()
+        task, name = config.get("task"), config.model.get("name")
+        if task != "image_classify" or name != "vit":
+            raise CheckpointError(
+                f"{workdir.config_json}: the run is a {task!r} task with a {name!r} model; "
+                f"ImageClassifier needs a 'vit' model trained for 'image_classify' (a "
+                f"configs/vit_*.py run)."
+            )
+        model, steps = loading.load_model(workdir, config, None, step)
+        try:
+            names = json.loads(workdir.labels_json.read_text())["label_names"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(
+                f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
+                f"rerun train.py on the workdir (it writes labels.json before training)."
+            ) from e
+        return cls(model, names, workdir, steps)
+
+    # ------------------------------------------------------------------------------ inputs
+    def prepare(self, images, *, resize: bool = False) -> np.ndarray:
+        """float32 `[B, H, W, C]` in [0, 1] from one image or a list: arrays `[H, W]`,
+        `[H, W, C]` (uint8 or float in [0, 1]), a batch `[B, H, W(, C)]`, or file paths.
+
+        Raises:
+          ValueError: an image of another size or channel count (files: unless `resize`), or
+            pixel values outside [0, 1]; the message names the input.
+        """
+        h, w, c = self.image_shape
+        if isinstance(images, np.ndarray | jax.Array) and np.ndim(images) in (3, 4):
+            array = np.asarray(images)
+            is_batch = array.ndim == 4 or (array.ndim == 3 and array.shape[-1] not in (1, 3))
+            if is_batch:
+                return np.stack([self._one(x, f"images[{i}]", resize) for i, x in enumerate(array)])
+        if isinstance(images, str | os.PathLike | np.ndarray | jax.Array):
+            return self._one(images, "image", resize)[None]
+        return np.stack([self._one(x, f"images[{i}]", resize) for i, x in enumerate(images)])
+
+    def _one(self, image: ImageInput, what: str, resize: bool) -> np.ndarray:
+        h, w, c = self.image_shape
+        if isinstance(image, str | os.PathLike):
+            path = storage.as_path(image)
+            if not path.is_file():
+                raise FileNotFoundError(f"{image}: no such image file.")
+            try:
+                array = as_model_pixels(read_image(path, (h, w) if resize else None, c), str(image))
+            except (OSError, SyntaxError) as e:
+                raise ValueError(f"{image}: not a readable image ({type(e).__name__}: {e}).") from e
+            what = str(image)
+        else:
+            array = as_model_pixels(image, what)
+        if array.ndim == 2:
+            array = array[..., None]
+        if array.shape != (h, w, c):
+            hint = (
+                " (pass resize=True, --resize on the command line)"
+                if isinstance(image, str | os.PathLike)
+                else ""
+            )
+            raise ValueError(
+                f"{what}: an image of shape {array.shape}, but the model was trained on "
+                f"{h}x{w} images with {c} channel(s){hint}."
+            )
+        return array
+
+    # ------------------------------------------------------------------------------ outputs
+    def predict(self, images, *, batch_size: int = 64, resize: bool = False):
+        """The `Prediction` of one image, or a list of them for several (see `prepare`)."""
+        single = isinstance(images, str | os.PathLike) or (
+            isinstance(images, np.ndarray | jax.Array)
+            and (np.ndim(images) == 2 or (np.ndim(images) == 3 and images.shape[-1] in (1, 3)))
+        )
+        pixels = self.prepare(images, resize=resize)
+        out = []
+        for start in range(0, len(pixels), batch_size):
+            chunk = pixels[start : start + batch_size]
+            padded = np.zeros((batch_size, *self.image_shape), np.float32)
+            padded[: len(chunk)] = chunk  # one compiled shape whatever the count
+            probs = np.asarray(_probabilities(self._graphdef, self._params, padded))
+            for row in probs[: len(chunk)]:
+                named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
+                out.append(Prediction(self.label_names[int(np.argmax(row))], named))
+        return out[0] if single else out
+
+    def attention(self, image, *, resize: bool = False) -> tuple[Prediction, PatchAttention]:
+        """The prediction for one image and where the model looked (see `patch_attention`)."""
+        pixels = self.prepare(image, resize=resize)
+        if len(pixels) != 1:
+            raise ValueError(f"attention takes one image, got {len(pixels)}.")
+        probs, weights = _attention(self._graphdef, self._params, pixels)
+        row = np.asarray(probs)[0]
+        named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
+        prediction = Prediction(self.label_names[int(np.argmax(row))], named)
+        maps = patch_attention(
+            [np.asarray(w)[0] for w in weights],
+            self.model.cfg.grid,
+            has_cls=self.model.cfg.pool == "cls",
+        )
+        return prediction, maps

@@ -1,0 +1,116 @@
+"""The Vision Transformer's hyper-parameters (Dosovitskiy et al. 2020), with the ViT-B/16 preset.
+
+An image is cut into P x P patches, each flattened and linearly projected, a learned `[CLS]`
+token is prepended (or the patch outputs are averaged), position embeddings are added, and a
+stack of pre-LN encoder blocks with exact GELU reads the sequence; a final LayerNorm and a
+linear head classify. `vit_b16` is ViT-B/16 (12 layers, d 768, 12 heads, d_ff 3072, 16x16
+patches of 224x224 RGB images, 1,000 classes: about 86M parameters); `cpu` is sized for small
+images on a laptop (8x8 digits, 32x32 CIFAR); `tiny` is for tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from transformer_jax.models.fields import TINY, TransformerFields, check_transformer_fields
+from transformer_jax.nn.patches import check_patch_grid
+
+POOLS = ("cls", "gap")  # Classify the [CLS] output, or the mean of the patch outputs.
+POSITION_EMBEDDINGS = ("learned", "sincos2d", "none")  # "none": a bag of patches (for tests).
+
+
+@dataclasses.dataclass(frozen=True)
+class VitConfig(TransformerFields):
+    """Shape and behaviour of the ViT classifier; validated on construction."""
+
+    num_classes: int = 1000  # Classes of the head (from the data).
+    image_height: int = 224  # Input images' height in pixels (from the data).
+    image_width: int = 224  # Input images' width in pixels (from the data).
+    channels: int = 3  # Input images' channels: 1 grayscale, 3 RGB (from the data).
+    patch_size: int = 16  # P: square patches of P x P pixels; must tile height and width.
+    num_layers: int = 12  # Encoder blocks.
+    d_model: int = 768  # Hidden size D (patch projection width).
+    num_heads: int = 12  # Attention heads; head dim = d_model / num_heads.
+    d_ff: int = 3072  # MLP inner width (4 D).
+    dropout_rate: float = 0.0  # On embeddings and sublayer outputs (ViT on ImageNet-21k: 0.1).
+    attention_dropout_rate: float = 0.0  # On attention weights.
+    norm: str = "pre"  # ViT normalises before each sublayer ("pre"), then once at the end.
+    activation: str = "gelu"  # Exact (erf) GELU as in ViT; "gelu_tanh" or "relu".
+    pool: str = "cls"  # "cls": a learned [CLS] token's output; "gap": mean of patch outputs.
+    position_embedding: str = "learned"  # "learned", fixed "sincos2d", or "none".
+    use_bias: bool = True  # Biases in attention projections (keys never have one).
+    layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
+    dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
+
+    def __post_init__(self):
+        check_transformer_fields(
+            self,
+            positive=(
+                "num_classes",
+                "image_height",
+                "image_width",
+                "channels",
+                "patch_size",
+                "num_layers",
+                "d_model",
+                "num_heads",
+                "d_ff",
+            ),
+        )
+        for field, allowed in (("pool", POOLS), ("position_embedding", POSITION_EMBEDDINGS)):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"VitConfig.{field}={getattr(self, field)!r} is not in {allowed}.")
+        try:
+            check_patch_grid(self.image_height, self.image_width, self.patch_size)
+        except ValueError as e:
+            raise ValueError(f"VitConfig.patch_size: {e}") from None
+        if self.position_embedding == "sincos2d" and self.d_model % 4:
+            raise ValueError(
+                f"VitConfig.d_model={self.d_model} must be divisible by 4 for sincos2d positions."
+            )
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """(rows, columns) of the patch grid."""
+        return self.image_height // self.patch_size, self.image_width // self.patch_size
+
+    @property
+    def num_patches(self) -> int:
+        rows, cols = self.grid
+        return rows * cols
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(H, W, C) of the images the model reads."""
+        return self.image_height, self.image_width, self.channels
+
+    PRESETS = ("vit_b16", "cpu", "tiny")  # Class methods giving named sizes.
+
+    @classmethod
+    def vit_b16(cls, **overrides) -> VitConfig:
+        """ViT-B/16 at 224x224, 1,000 classes: 12 layers, d 768, 12 heads (about 86M)."""
+        return cls(**overrides)
+
+    @classmethod
+    def cpu(cls, **overrides) -> VitConfig:
+        """6 layers, d 128, 2x2 patches of 8x8 grayscale images: minutes on a 2-core CPU."""
+        fields = dict(
+            image_height=8,
+            image_width=8,
+            channels=1,
+            num_classes=10,
+            patch_size=2,
+            num_layers=6,
+            d_model=128,
+            num_heads=4,
+            d_ff=512,
+            dropout_rate=0.1,
+        )
+        return cls(**{**fields, **overrides})
+
+    @classmethod
+    def tiny(cls, **overrides) -> VitConfig:
+        """2 layers, d 32, no dropout, 8x8 grayscale, 2x2 patches: for tests."""
+        fields = {k: v for k, v in TINY.items() if k != "max_len"}
+        fields |= dict(image_height=8, image_width=8, channels=1, num_classes=10, patch_size=2)
+        return cls(**{**fields, "num_layers": 2, **overrides})
