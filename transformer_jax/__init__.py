@@ -1,13 +1,15 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
 Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`) -> `tasks` (data, loss,
+loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`,
+`ImageClassifier`) -> `tasks` (data, loss,
 evaluation) -> `training` (the loop).
 """
 
 from transformer_jax.inference import (
     Classifier,
     Generator,
+    ImageClassifier,
     MaskFiller,
     Translator,
     beam_search,
@@ -19,6 +21,7 @@ from transformer_jax.models import count_params
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
+from transformer_jax.models.vit import VisionTransformer, VitConfig
 from transformer_jax.nn import (
     causal_mask,
     combine_masks,
@@ -36,10 +39,13 @@ __all__ = [
     "EncoderOnly",
     "EncoderOnlyConfig",
     "Generator",
+    "ImageClassifier",
     "MaskFiller",
     "Transformer",
     "TransformerConfig",
     "Translator",
+    "VisionTransformer",
+    "VitConfig",
     "beam_search",
     "causal_mask",
     "combine_masks",

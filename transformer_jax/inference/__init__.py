@@ -1,5 +1,6 @@
 """Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`,
-`Generator`, `MaskFiller` (BERT fill-mask) and `Classifier` (fine-tuned BERT).
+`Generator`, `MaskFiller` (BERT fill-mask), `Classifier` (fine-tuned BERT) and
+`ImageClassifier` (ViT, with attention maps over the patches).
 
 Imports nothing from `transformer_jax.training`: a workdir is read through
 `transformer_jax.workdir` and the model registry only.
@@ -9,6 +10,8 @@ from transformer_jax.inference.classifier import Classifier, Prediction
 from transformer_jax.inference.decoding import beam_search, greedy_decode, sample
 from transformer_jax.inference.fill_mask import Candidate, MaskFiller
 from transformer_jax.inference.generator import Generator
+from transformer_jax.inference.image_classifier import ImageClassifier
+from transformer_jax.inference.patch_attention import PatchAttention, attention_rollout
 from transformer_jax.inference.search import length_penalty
 from transformer_jax.inference.translator import AttentionResult, Translator
 
@@ -17,9 +20,12 @@ __all__ = [
     "Candidate",
     "Classifier",
     "Generator",
+    "ImageClassifier",
     "MaskFiller",
+    "PatchAttention",
     "Prediction",
     "Translator",
+    "attention_rollout",
     "beam_search",
     "greedy_decode",
     "length_penalty",
