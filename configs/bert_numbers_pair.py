@@ -25,7 +25,7 @@ def get_config():
     c.data.numbers_train = 20_000
     c.data.numbers_eval = 2_000
     c.data.numbers_test = 2_000
-    c.data.max_len = 96  # Both numbers in words, with room: nothing is truncated.
+    c.data.max_len = 96  # Tokens per pair; with the stdlib tokenizer about 16% of pairs are cut.
     c.data.batch_size = 32
 
     c.num_train_steps = 600  # About one epoch of the training pairs.

@@ -112,7 +112,7 @@ from IPython.display import Markdown, display
 from transformer_jax import models
 from transformer_jax import sharding as shd
 from transformer_jax.models.encoder_decoder import TransformerConfig
-from transformer_jax.notebook import choose, fast_mode
+from transformer_jax.notebook import choose
 
 accelerators = jax.devices()
 DEVICES = accelerators[:8] if len(accelerators) >= 8 else jax.devices("cpu")[:8]
@@ -545,9 +545,7 @@ display(Markdown("\n".join(rows)))
 # step $n$ is dispatched, evaluates, and writes Orbax checkpoints shard by shard.
 #
 # `configs/tiny.py` is a seconds-long smoke run, not a translator (notebook 2 trains one), so
-# nothing is decoded: the losses are what to look at. The loop compiles its own programs
-# (initialisation, train and eval steps), which the fast mode (CI) has no time for: there the
-# cell only shows the mesh the loop would build. Unset `TRANSFORMER_JAX_FAST` to train.
+# nothing is decoded: the losses are what to look at. The fast mode (CI) runs 4 steps of it.
 
 # %%
 from configs import tiny
@@ -557,7 +555,9 @@ from transformer_jax.training.loop import train_and_evaluate
 config = tiny.get_config()
 config.mesh.data = -1  # the remaining devices
 config.mesh.fsdp = math.gcd(4, jax.device_count())  # 4 when there are 8 devices
-config.log_every = 5
+config.num_train_steps = choose(full=config.num_train_steps, fast=4)
+config.eval_every = config.checkpoint_every = choose(full=config.eval_every, fast=4)
+config.log_every = choose(full=5, fast=1)
 config.eval_bleu_sentences = 0  # no greedy decoding at evaluations
 config.test_sentences = 0  # nor at the end
 workdir = "runs/nb06_fsdp"
@@ -566,28 +566,24 @@ print(
     f"config.mesh {dict(config.mesh)} -> mesh {dict(loop_mesh.shape)} of {loop_mesh.size} devices"
 )
 
-if fast_mode():
-    print("fast mode: not training (unset TRANSFORMER_JAX_FAST to run train_and_evaluate)")
-else:
-    started = time.time()
-    result = train_and_evaluate(config, workdir)
-    print(f"\n{config.num_train_steps} steps in {time.time() - started:.0f} s (workdir {workdir})")
-    print(", ".join(f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, int | float)))
+started = time.time()
+result = train_and_evaluate(config, workdir)
+print(f"\n{config.num_train_steps} steps in {time.time() - started:.0f} s (workdir {workdir})")
+print(", ".join(f"{k} {v:.4g}" for k, v in result.items() if isinstance(v, int | float)))
 
 # %% [markdown]
 # Its `metrics.jsonl` is what any run writes, whatever the mesh:
 
 # %%
-if not fast_mode():
-    metrics = read_metrics(workdir)
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    for split, style in (("train", "-"), ("eval", "o")):
-        rows = metrics[split]
-        ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], style, label=split)
-    title = f"configs/tiny.py on mesh {dict(loop_mesh.shape)}"
-    ax.set(xlabel="step", ylabel="label-smoothed loss", title=title)
-    ax.legend()
-    plt.show()
+metrics = read_metrics(workdir)
+fig, ax = plt.subplots(figsize=(6, 3.2))
+for split, style in (("train", "-"), ("eval", "o")):
+    rows = metrics[split]
+    ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], style, label=split)
+title = f"configs/tiny.py on mesh {dict(loop_mesh.shape)}"
+ax.set(xlabel="step", ylabel="label-smoothed loss", title=title)
+ax.legend()
+plt.show()
 
 # %% [markdown]
 # ## 7. On a TPU VM (not executed here)
