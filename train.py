@@ -34,8 +34,9 @@ def main(argv):
     import jax
 
     if FLAGS.multi_process:
-        if jax.default_backend() == "cpu" or FLAGS.coordinator_address:
-            jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        # CPU processes exchange gradients over gloo (accelerators use their own collectives).
+        # Nothing may touch a backend before initialize(), not even jax.default_backend().
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(
             coordinator_address=FLAGS.coordinator_address,
             num_processes=FLAGS.num_processes,

@@ -4,11 +4,20 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# Compile each program once per machine: the tests (and the train.py subprocesses and notebook
+# kernels they start, which inherit these) compile the same tiny models again and again. The
+# cache is keyed by the program and the jax/XLA versions.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "transformer_jax_jit_cache")
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 # Check every jaxtyping shape annotation at run time, throughout the test suite: a function that
 # returns or receives an array of the wrong shape fails the test that called it.

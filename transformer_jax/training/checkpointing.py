@@ -1,24 +1,32 @@
-"""Orbax checkpoints of the whole run, the workdir's config guard, and preemption handling.
+"""Orbax checkpoints of the whole run and the workdir's config guard.
 
 Where things live in a workdir is `transformer_jax.workdir`'s business; this module writes the
 `checkpoints/` (the latest k saves, for resumption) and `best/` (the best save by the task's
 validation metric: a separate manager, so "keep the best" never deletes the newest save).
+
+Damage is never fatal while an intact checkpoint exists, and never silent: a checkpoint that
+does not restore (a truncated or deleted file) is moved, untouched, to `damaged/` with a
+warning naming it, and the run resumes from the newest one that restores; unfinished saves
+(a save directory Orbax never committed, left by a kill mid-write) are moved there too. A save
+that fails (a full disk) raises `CheckpointError` naming the step, while the earlier checkpoints
+stay as they were: Orbax writes a save into a temporary directory and commits it by a rename.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
+import time
 from typing import Any
 
 import jax
 import ml_collections
+import numpy as np
 import orbax.checkpoint as ocp
+from orbax.checkpoint import path as ocp_path
 
 from transformer_jax import models
-from transformer_jax.workdir import Workdir, migrate
+from transformer_jax.workdir import CheckpointError, Workdir, migrate
 
 
 def config_conflicts(saved: dict, new: dict, data_fields: tuple[str, ...] = ()) -> list[str]:
@@ -80,6 +88,7 @@ class Checkpoints:
         best_metric: str = "bleu",
         best_mode: str = "max",
     ):
+        self.workdir = workdir
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         self.latest = ocp.CheckpointManager(workdir.checkpoints, options=options)
         best_options = ocp.CheckpointManagerOptions(
@@ -90,6 +99,7 @@ class Checkpoints:
         )
         self.best = ocp.CheckpointManager(workdir.best, options=best_options)
         self.best_metric = best_metric
+        self._pending = None  # The step of the last save submitted and not yet waited for.
 
     @staticmethod
     def _args(state, data_state: dict, meta: dict):
@@ -100,13 +110,20 @@ class Checkpoints:
         )
 
     def save(self, step: int, state, data_state: dict, meta: dict, *, force: bool = False):
-        """Asynchronous save of the full run at `step` (returns before the write finishes)."""
-        self.latest.save(step, args=self._args(state, data_state, meta), force=force)
+        """Asynchronous save of the full run at `step` (returns before the write finishes).
+
+        Raises:
+          CheckpointError: this save, or the previous one still being written, failed.
+        """
+        with self._failure(step if self._pending is None else f"{self._pending} or {step}"):
+            self.latest.save(step, args=self._args(state, data_state, meta), force=force)
+        self._pending = step
 
     def save_best(self, step: int, state, data_state: dict, meta: dict, value: float):
         """Saves into best/ when `value` of the best metric beats the kept ones."""
         metrics = {self.best_metric: value}
-        self.best.save(step, args=self._args(state, data_state, meta), metrics=metrics)
+        with self._failure(f"{step} (best/)"):
+            self.best.save(step, args=self._args(state, data_state, meta), metrics=metrics)
 
     def latest_step(self) -> int | None:
         return self.latest.latest_step()
@@ -124,31 +141,173 @@ class Checkpoints:
         )
         return restored["state"], dict(restored["data"]), dict(restored["meta"])
 
+    def restore_intact(self, abstract_state) -> tuple[Any, dict, dict] | None:
+        """(state, data_state, meta) of the newest checkpoint that restores, or None if none
+        exists. Newer damaged ones are moved to `damaged/` with a warning (see the module doc).
+
+        Raises:
+          CheckpointError: checkpoints exist but none restores (nothing is moved).
+        """
+        self.set_aside_unfinished()
+        steps = sorted(self.latest.all_steps(), reverse=True)
+        failures = []
+        for step in steps:
+            try:
+                restored = self.restore(abstract_state, step)
+            except Exception as e:  # noqa: BLE001 - any damage: missing, truncated, garbled.
+                failures.append((step, e))
+                continue
+            for bad, error in failures:
+                where = self.set_aside(self.workdir.checkpoints / str(bad))
+                logging.warning(
+                    "checkpoint %s does not restore (%s: %s); moved to %s, untouched, and "
+                    "resuming from step %d.",
+                    self.workdir.checkpoints / str(bad),
+                    type(error).__name__,
+                    _first_line(error),
+                    where,
+                    step,
+                )
+            if failures:
+                self.latest.reload()
+            return restored
+        if not failures:
+            return None
+        lines = "\n  ".join(
+            f"{self.workdir.checkpoints / str(s)}: {type(e).__name__}: {_first_line(e)}"
+            for s, e in failures
+        )
+        raise CheckpointError(
+            f"none of the {len(failures)} checkpoints in {self.workdir.checkpoints} restores:\n  "
+            f"{lines}\nNothing was changed. To start this run again from step 0, move "
+            f"{self.workdir.checkpoints} away (or pass another --workdir)."
+        )
+
+    def set_aside_unfinished(self) -> list[str]:
+        """Moves saves Orbax never committed (killed mid-write) to `damaged/`, with a warning."""
+        moved = []
+        for root in (self.workdir.checkpoints, self.workdir.best):
+            if not root.exists():
+                continue
+            for path in sorted(root.iterdir()):
+                if ocp_path.step.is_path_temporary(path):
+                    where = self.set_aside(path)
+                    logging.warning(
+                        "unfinished checkpoint save %s (the run was stopped while writing it) "
+                        "moved to %s; the checkpoints before it are intact.",
+                        path,
+                        where,
+                    )
+                    moved.append(str(where))
+        if moved:
+            self.latest.reload()
+            self.best.reload()
+        return moved
+
+    def set_aside(self, path):
+        """Moves `path` into `workdir/damaged/<its folder>/` (never deletes it); returns where.
+
+        Process 0 moves; every process of a multi-process run waits for it.
+        """
+        target = self.workdir.path / "damaged" / path.parent.name / path.name
+        if target.exists():
+            target = target.parent / f"{path.name}.{time.strftime('%Y%m%d-%H%M%S')}"
+        if jax.process_index() == 0:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(f"set aside {path}")
+        return target
+
     def wait(self):
-        self.latest.wait_until_finished()
-        self.best.wait_until_finished()
+        """Blocks until pending saves are written.
+
+        Raises:
+          CheckpointError: a pending save failed.
+        """
+        with self._failure(self._pending):
+            self.latest.wait_until_finished()
+            self.best.wait_until_finished()
+        self._pending = None
+
+    def _failure(self, step: int | str | None):
+        return _SaveFailure(self, step)
 
     def close(self):
         self.latest.close()
         self.best.close()
 
 
-class PreemptionFlag:
-    """Set by SIGTERM (how TPU VMs and most schedulers announce preemption).
+def all_data_states(local: dict) -> dict:
+    """The data-iterator state to checkpoint: this process's own state in a one-process run;
+    in a multi-process run every process's (each reads its own shard), gathered to all, since
+    Orbax writes the JSON items from the primary process only."""
+    if jax.process_count() == 1:
+        return local
+    from jax.experimental import multihost_utils
 
-    The train loop polls `flag.requested` after each step, saves, and exits cleanly.
+    data = np.frombuffer(json.dumps(local).encode(), np.uint8)
+    sizes = multihost_utils.process_allgather(np.int32(data.size))
+    padded = np.zeros(int(np.max(sizes)), np.uint8)
+    padded[: data.size] = data
+    rows = multihost_utils.process_allgather(padded)
+    states = [json.loads(bytes(row[:n]).decode()) for row, n in zip(rows, sizes, strict=True)]
+    return {"per_process": states}
+
+
+def local_data_state(saved: dict) -> dict:
+    """This process's part of a state written by `all_data_states`.
+
+    Raises:
+      CheckpointError: the checkpoint was written by another number of processes.
     """
+    if "per_process" not in saved:
+        if jax.process_count() > 1:
+            raise CheckpointError(
+                f"this checkpoint was written by a one-process run; this run has "
+                f"{jax.process_count()} processes, which read other shards of the data. Resume "
+                f"it with one process, or start a new --workdir."
+            )
+        return saved
+    states = saved["per_process"]
+    if len(states) != jax.process_count():
+        raise CheckpointError(
+            f"this checkpoint was written by {len(states)} processes and this run has "
+            f"{jax.process_count()}: each reads its own shard of the data, so the position in "
+            f"it cannot be carried over. Resume with {len(states)} processes, or start a new "
+            f"--workdir."
+        )
+    return states[jax.process_index()]
 
-    def __init__(self):
-        self.requested = False
-        self._previous = None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._handler)
 
-    def _handler(self, signum, frame):
-        logging.warning("SIGTERM received: saving a checkpoint before exiting.")
-        self.requested = True
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else ""
 
-    def restore_handler(self):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+
+class _SaveFailure:
+    """Turns an exception of an Orbax save (or of the asynchronous save before it) into a
+    CheckpointError that says which checkpoints are intact and what to do."""
+
+    def __init__(self, ckpt: Checkpoints, step: int | str | None):
+        self.ckpt, self.step = ckpt, step
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if error is None or isinstance(error, (CheckpointError, KeyboardInterrupt)):
+            return False
+        which = f"step {self.step}" if self.step is not None else "a pending save"
+        try:
+            intact = sorted(self.ckpt.latest.all_steps())
+        except Exception:  # noqa: BLE001 - the listing itself may fail on a broken disk.
+            intact = "unknown"
+        raise CheckpointError(
+            f"saving {which} into {self.ckpt.workdir.checkpoints} failed: "
+            f"{type(error).__name__}: {_first_line(error)}. The earlier checkpoints (steps "
+            f"{intact}) are as they were. Free space or fix the storage, then rerun the same "
+            f"command to resume from the newest of them."
+        ) from error

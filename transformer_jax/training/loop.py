@@ -8,6 +8,7 @@ and dropout keys as an uninterrupted run.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import jax
@@ -19,12 +20,16 @@ from transformer_jax import models, tasks
 from transformer_jax.sharding import make_mesh
 from transformer_jax.training.checkpointing import (
     Checkpoints,
-    PreemptionFlag,
+    all_data_states,
     check_or_write_config,
+    local_data_state,
 )
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
+from transformer_jax.training.nonfinite import NonFiniteCounter
 from transformer_jax.training.optimizer import optimizer_from_config
+from transformer_jax.training.preemption import Preemption
+from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
 from transformer_jax.training.step import compile_steps, global_batch
 from transformer_jax.workdir import Workdir
@@ -37,6 +42,7 @@ _POSITIVE = (
     "checkpoint_every",
     "keep_checkpoints",
     "grad_accum_steps",
+    "max_nonfinite_steps",
 )
 
 
@@ -77,14 +83,65 @@ def _evaluate(eval_fn, params, batches, mesh, task: tasks.Task) -> dict:
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-    """Train, evaluate and checkpoint into `workdir` (local or gs://); returns final metrics."""
+    """Train, evaluate and checkpoint into `workdir` (local or gs://); returns final metrics.
+
+    Holds the workdir's lock for the whole run (a second run on it refuses); SIGTERM makes it
+    save and return early (rerun to resume).
+
+    Raises:
+      WorkdirBusyError: another run uses `workdir`.
+      WorkdirNotWritableError: `workdir` cannot be written (before any training).
+      NonFiniteError: `config.max_nonfinite_steps` steps in a row had a NaN/Inf loss or
+        gradient (the last checkpoint is left as it was).
+    """
     task_cls = validate_train_config(config)
     config = task_cls.resolve_config(config)
     workdir = Workdir.at(workdir)
+    preempt = Preemption()  # First: a SIGTERM during the slow setup must not kill the run.
+    try:
+        with lock_workdir(workdir):
+            return _train(config, workdir, task_cls, preempt)
+    finally:
+        preempt.restore_handler()
+
+
+@contextlib.contextmanager
+def lock_workdir(workdir: Workdir):
+    """Holds the workdir's lock for the `with` block (in a multi-process run process 0 takes
+    it, and every process learns whether it could)."""
+    lock = WorkdirLock(workdir)
+    error = None
+    if jax.process_index() == 0:
+        try:
+            lock.acquire()
+        except (WorkdirBusyError, OSError) as e:
+            error = e
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if ok == 0 and error is None:
+            error = WorkdirBusyError(f"process 0 could not lock {workdir}: see its log.")
+    if error is not None:
+        raise error
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _train(config, workdir: Workdir, task_cls, preempt: Preemption) -> dict:
     check_or_write_config(workdir, config, task_cls.model_defining_data_fields)
     log = MetricsWriter(
         workdir, enabled=jax.process_index() == 0, total_steps=config.num_train_steps
     )
+    try:
+        return _run(config, workdir, task_cls, preempt, log)
+    finally:
+        log.close()
+
+
+def _run(config, workdir: Workdir, task_cls, preempt: Preemption, log: MetricsWriter) -> dict:
 
     # ---------------------------------------------------------------- task and data
     task = task_cls(config, workdir)
@@ -119,10 +176,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
         best_metric=task.best_metric,
         best_mode=task.best_mode,
     )
-    if ckpt.latest_step() is not None:
-        abstract = abstract_with_shardings(jax.eval_shape(lambda s: s, state), shardings)
-        state, data_state, _ = ckpt.restore(abstract)
-        train_iter.set_state(data_state)
+    abstract = abstract_with_shardings(jax.eval_shape(lambda s: s, state), shardings)
+    restored = ckpt.restore_intact(abstract)
+    if restored is not None:
+        state, data_state, _ = restored
+        train_iter.set_state(local_data_state(data_state))
         log.message(f"resumed from {workdir.checkpoints} at step {int(state.step)}")
     elif config.get("init_from"):  # a new fine-tuning run (a resumed one has its checkpoint)
         state, note = init_from_workdir(state, config.init_from, model_cfg, task.fresh_params)
@@ -130,24 +188,31 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
     # ------------------------------------------------------------------- the loop
     rng = jax.random.key(config.seed + 1)  # dropout; train_step folds in the step number
-    preempt = PreemptionFlag()
     step = int(state.step)
     window, window_start, last = [], time.time(), {}
     normalizer = task.normalizer
     previous = None  # the previous step's metrics: see the wait below
+    nonfinite = NonFiniteCounter(config.max_nonfinite_steps)
+    meta = {"seed": config.seed}
     try:
+        if preempt.requested:  # SIGTERM during the setup: nothing new to save.
+            log.message(f"preempted before step {step + 1}; rerun the same command to resume.")
+            return {"step": step, "preempted": True}
         while step < config.num_train_steps:
             state, metrics = train_fn(state, global_batch(next(train_iter), mesh), rng)
-            # Run at most one step ahead of the devices. Unbounded asynchronous dispatch queues
-            # up to XLA's limit of in-flight programs per device (32); XLA:CPU then blocks a
-            # launch on one of the few threads that must all run the participants of a step's
-            # gradient all-reduce, and with many simulated devices the all-reduce deadlocks.
+            # Run at most one step ahead of the devices: a SIGTERM then waits for one step
+            # before its save, not for a queue of them (a cloud's notice is about 30 s). And
+            # unbounded asynchronous dispatch queues up to XLA's limit of in-flight programs
+            # per device (32); XLA:CPU then blocks a launch on one of the few threads that
+            # must all run the participants of a step's gradient all-reduce, and with many
+            # simulated devices the all-reduce deadlocks.
             if previous is not None:
-                jax.block_until_ready(previous)
+                nonfinite.update(step, float(previous["nonfinite"]), ckpt)
             previous = metrics
             step += 1
             window.append(metrics)
             final = step == config.num_train_steps
+            stop = preempt.reached(step)
             if step % config.log_every == 0 or final:
                 # Sum on the host: summing on the devices would dispatch one small program per
                 # metric and step of the window.
@@ -158,11 +223,12 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                     "learning_rate": float(schedule(step - 1)),
                     "grad_norm": float(host[-1]["grad_norm"]),
                     f"{normalizer}_per_sec": float(sums[normalizer]) / max(elapsed, 1e-9),
+                    "nonfinite_steps": float(sums["nonfinite"]),
                 }
                 log.write(step, "train", train)
                 log.progress(step, train, len(window) / max(elapsed, 1e-9), normalizer)
                 window, window_start = [], time.time()
-            if step % config.eval_every == 0 or final:
+            if (step % config.eval_every == 0 or final) and not (stop or preempt.requested):
                 last = _evaluate(eval_fn, state.params, eval_batches, mesh, task)
                 scores, line = task.evaluate(nnx.merge(graphdef, state.params), "eval", mesh=mesh)
                 last |= scores
@@ -173,32 +239,31 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
                     f"eval @ {step}: "
                     + ", ".join(f"{k} {v:.4g}" for k, v in last.items() if k != normalizer)
                 )
-            if step % config.checkpoint_every == 0 or final or preempt.requested:
-                ckpt.save(step, state, train_iter.get_state(), {"seed": config.seed}, force=True)
+            stop = stop or preempt.reached(step)  # A SIGTERM during the evaluation.
+            if step % config.checkpoint_every == 0 or final or stop:
+                jax.block_until_ready(metrics)
+                nonfinite.update(step, float(metrics["nonfinite"]), ckpt)
+                previous = None
+                data_state = all_data_states(train_iter.get_state())
+                ckpt.save(step, state, data_state, meta, force=True)
                 if task.best_metric in last and step % config.eval_every == 0:
-                    ckpt.save_best(
-                        step,
-                        state,
-                        train_iter.get_state(),
-                        {"seed": config.seed},
-                        last[task.best_metric],
-                    )
-            if preempt.requested:
+                    ckpt.save_best(step, state, data_state, meta, last[task.best_metric])
+            if stop:
+                ckpt.wait()
                 log.message(f"preempted: saved step {step}; rerun the same command to resume.")
-                break
+                return {"step": step, "preempted": True, **last}
     finally:
-        ckpt.wait()
-        ckpt.close()
-        preempt.restore_handler()
+        try:
+            ckpt.wait()
+        finally:
+            ckpt.close()
 
     # ------------------------------------------------------------------- final test
     result = {"step": step, **last}
-    if step >= config.num_train_steps:
-        started = time.time()
-        test, line = task.evaluate(nnx.merge(graphdef, state.params), "test", mesh=mesh)
-        if test:
-            log.write(step, "test", test)
-            log.message(f"test ({format_duration(time.time() - started)}): {line}")
-            result["test"] = test
-    log.close()
+    started = time.time()
+    test, line = task.evaluate(nnx.merge(graphdef, state.params), "test", mesh=mesh)
+    if test:
+        log.write(step, "test", test)
+        log.message(f"test ({format_duration(time.time() - started)}): {line}")
+        result["test"] = test
     return result

@@ -46,7 +46,11 @@ def train_step(
     equals that of the whole batch at once, in a fraction of the activation memory. The dropout
     key is `rng` folded with the step number (and the micro-batch index).
 
-    Returns the new state and the metric sums plus the global gradient norm `grad_norm`.
+    A step whose loss sums or gradients hold a NaN or an Inf leaves the parameters and the
+    optimizer state as they were (the step counter still advances) and reports `nonfinite` 1.
+
+    Returns the new state and the metric sums plus the global gradient norm `grad_norm` and
+    `nonfinite` (1.0 when the update was skipped, else 0.0).
     """
     step_rng = jax.random.fold_in(rng, state.step)
     grad_fn = jax.grad(_loss, has_aux=True)
@@ -74,10 +78,29 @@ def train_step(
         (grads, sums), _ = jax.lax.scan(body, zeros, (jnp.arange(grad_accum_steps), micro_batches))
     count = jnp.maximum(sums[normalizer], 1.0)
     grads = jax.tree.map(lambda g: g / count, grads)
+    grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {**sums, "grad_norm": optax.tree.norm(grads)}
+    # A NaN/Inf loss or gradient must not reach the parameters or Adam's moments: keep the old
+    # ones (the step still counts, so the next batch and dropout key follow as usual).
+    finite = jnp.isfinite(grad_norm) & all_finite(sums)
+    params, opt_state = jax.tree.map(
+        lambda new, old: jnp.where(finite, new, old),
+        (params, opt_state),
+        (state.params, state.opt_state),
+    )
+    metrics = {**sums, "grad_norm": grad_norm, "nonfinite": 1.0 - finite.astype(jnp.float32)}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+
+
+def all_finite(tree) -> jax.Array:
+    """Whether every floating-point leaf of `tree` is finite (a boolean scalar)."""
+    checks = [
+        jnp.all(jnp.isfinite(x))
+        for x in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)
+    ]
+    return jnp.all(jnp.stack(checks)) if checks else jnp.array(True)
 
 
 def eval_step(
