@@ -38,9 +38,7 @@ def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.eval_every = 2000  # Steps between validation metrics.
     c.checkpoint_every = 1000  # Steps between checkpoints (also on the last step and SIGTERM).
     c.keep_checkpoints = 3  # Latest checkpoints kept for resumption (the best is kept apart).
-    # A step with a NaN/Inf loss or gradient changes nothing (it is skipped and counted); this
-    # many in a row stop the run with an error, leaving the last checkpoint as it was.
-    c.max_nonfinite_steps = 10
+    c.max_nonfinite_steps = 10  # NaN/Inf steps in a row (each skipped) that stop the run.
     return c
 
 

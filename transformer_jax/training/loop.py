@@ -207,6 +207,7 @@ def _run(config, workdir: Workdir, task_cls, preempt: Preemption, log: MetricsWr
             # must all run the participants of a step's gradient all-reduce, and with many
             # simulated devices the all-reduce deadlocks.
             if previous is not None:
+                jax.block_until_ready(previous)
                 nonfinite.update(step, float(previous["nonfinite"]), ckpt)
             previous = metrics
             step += 1
