@@ -5,6 +5,7 @@ Re-running the same command resumes from DIR's latest checkpoint.
 """
 
 import pathlib
+import sys
 
 from absl import app, flags, logging
 from ml_collections import config_flags
@@ -43,8 +44,18 @@ def main(argv):
             process_id=FLAGS.process_id,
         )
     from transformer_jax.training import train_and_evaluate
+    from transformer_jax.training.nonfinite import NonFiniteError
+    from transformer_jax.training.run_lock import WorkdirBusyError
 
-    train_and_evaluate(FLAGS.config, FLAGS.workdir)
+    try:
+        train_and_evaluate(FLAGS.config, FLAGS.workdir)
+    except (ValueError, OSError, WorkdirBusyError, NonFiniteError) as e:
+        # A bad config, workdir or input (CheckpointError is a ValueError), a busy or
+        # unwritable workdir, a diverged run: each message says what to do. One line, no
+        # traceback unless --verbosity is given.
+        if FLAGS["verbosity"].present:
+            raise
+        sys.exit(f"error: {e}\n(With --verbosity=0 the traceback is shown too.)")
 
 
 if __name__ == "__main__":

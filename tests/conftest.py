@@ -8,7 +8,9 @@ import tempfile
 
 import pytest
 
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
+from tests.train_runs import device_flags, subprocess_env, train_once
+
+os.environ.setdefault("XLA_FLAGS", device_flags(8))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # Compile each program once per machine: the tests (and the train.py subprocesses and notebook
 # kernels they start, which inherit these) compile the same tiny models again and again. The
@@ -25,8 +27,6 @@ from jaxtyping import install_import_hook  # noqa: E402
 
 install_import_hook("transformer_jax", "beartype.beartype")
 
-from tests.train_runs import train_once  # noqa: E402
-
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY_STEPS = (10, 20, 30)  # The checkpoints that `tiny_workdir` keeps.
 
@@ -39,7 +39,7 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     onto their 8 fake devices, which also checks loading across device counts.
     """
     workdir = tmp_path_factory.mktemp("tiny_run")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = subprocess_env()
     cmd = [
         sys.executable,
         str(_ROOT / "train.py"),
@@ -71,3 +71,15 @@ def tiny_bert_workdir(tmp_path_factory) -> pathlib.Path:
     """A tiny BERT pretraining run of configs/bert_tiny.py (the stdlib corpus, a 512-piece
     tokenizer, 20 steps), trained once per session in a subprocess (about 15 s)."""
     return train_once(tmp_path_factory.mktemp("tiny_bert_run"), "configs/bert_tiny.py")
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier(tmp_path_factory, tiny_bert_workdir) -> pathlib.Path:
+    """configs/bert_classify_tiny.py (a pair classifier) fine-tuned from the tiny BERT run, with
+    its baselines, trained once per session in a subprocess (about 15 s)."""
+    return train_once(
+        tmp_path_factory.mktemp("tiny_cls"),
+        "configs/bert_classify_tiny.py",
+        f"--config.init_from={tiny_bert_workdir}",
+        "--config.baselines=True",
+    )

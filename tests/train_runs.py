@@ -1,4 +1,5 @@
-"""Running train.py for tests: one subprocess, one device, its stderr kept in the workdir."""
+"""Running train.py for tests: one subprocess, one device, its stderr kept in the workdir; and
+the environment of every process the tests start."""
 
 import os
 import pathlib
@@ -6,11 +7,28 @@ import subprocess
 import sys
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The tests' programs are tiny: compiling them costs more than running them (a tiny train step:
+# about 18 s of XLA compilation on 8 fake devices, 11 s at level 0). Level 0 skips LLVM's
+# optimisations, which change speed, not results. conftest.py sets it for the test processes.
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+
+
+def device_flags(devices: int) -> str:
+    """XLA_FLAGS for a process of the tests with `devices` CPU devices."""
+    count = f"--xla_force_host_platform_device_count={devices} " if devices > 1 else ""
+    return count + FAST_COMPILE
+
+
+def subprocess_env(devices: int = 1, **extra: str) -> dict[str, str]:
+    """The tests' environment for a child process (train.py, a CLI, a worker): `devices` CPU
+    devices (one unless the test is about sharding: compiling for 8 costs about twice as much),
+    the fast-compile flag, the shared compilation cache (inherited), and `extra`."""
+    return {**os.environ, "XLA_FLAGS": device_flags(devices), **extra}
 
 
 def train_once(workdir: pathlib.Path, config: str, *overrides: str) -> pathlib.Path:
     """Runs train.py in a subprocess on one device; keeps its stderr in workdir/train.stderr."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = subprocess_env()
     cmd = [sys.executable, str(_ROOT / "train.py"), f"--config={config}", f"--workdir={workdir}"]
     proc = subprocess.run(
         [*cmd, *overrides], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600

@@ -5,9 +5,11 @@
     printf 'The event loop runs tasks.\n' | python -m transformer_jax.classify \
         --workdir=runs/bert_stdlib
 
-Inputs come from `--text` (repeatable) or stdin, one per line; for a pair classifier a line is
-`text_a<TAB>text_b`. Each line out answers the line in: `label<TAB>probability`, or with
-`--json` one JSON object per line ({"label", "probabilities": {label: p}}).
+Inputs come from `--text` (repeatable) or stdin, one per line (UTF-8; see
+`transformer_jax.cli_lines`); for a pair classifier a line is `text_a<TAB>text_b`, and a line
+without exactly one tab or with an empty text_b is an error naming it. Each line out answers
+the line in: `label<TAB>probability`, or with `--json` one JSON object per line ({"label",
+"probabilities": {label: p}}).
 """
 
 from __future__ import annotations
@@ -17,20 +19,36 @@ import dataclasses
 import json
 import sys
 
+from transformer_jax.cli_lines import (
+    check_arguments,
+    input_name,
+    one_line,
+    quiet_logs,
+    read_input_lines,
+    write_lines,
+)
 from transformer_jax.inference.classifier import Classifier
-from transformer_jax.translate import quiet_logs, read_lines
 from transformer_jax.workdir import CheckpointError
 
 
-def parse_line(line: str, pair: bool, number: int) -> str | tuple[str, str]:
-    """A text, or for a pair classifier the two texts of `text_a<TAB>text_b`."""
+def parse_line(line: str, pair: bool, where: str) -> str | tuple[str, str]:
+    """A text, or for a pair classifier the two texts of `text_a<TAB>text_b`.
+
+    Args:
+      line: one input line.
+      pair: whether the classifier reads pairs.
+      where: how an error names the line, e.g. "<stdin>:3".
+    """
     if not pair:
         return line
     parts = line.split("\t")
     if len(parts) != 2 or not parts[1].strip():
+        problem = (
+            f"has {len(parts) - 1} tabs" if len(parts) > 2 else "has no second text after a tab"
+        )
         raise ValueError(
-            f"input line {number}: this classifier reads pairs, written text_a<TAB>text_b; the "
-            f"line has no second text: {line[:80]!r}."
+            f"{where}: this classifier reads pairs, written text_a<TAB>text_b (exactly one "
+            f"tab, a non-empty text_b); the line {problem}: {line[:80]!r}."
         )
     return parts[0], parts[1]
 
@@ -50,24 +68,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}.")
         classifier = Classifier.from_checkpoint(args.workdir, args.step)
-        if args.text is None:
-            lines = read_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace"))
-        else:
-            lines = args.text
-        inputs = [parse_line(line, classifier.pair, i + 1) for i, line in enumerate(lines)]
+        flag = None if args.text is None else "--text"
+        lines = read_input_lines() if flag is None else check_arguments(args.text, flag)
+        inputs = [
+            parse_line(line, classifier.pair, input_name(number, flag))
+            for number, line in enumerate(lines, start=1)
+        ]
         predictions = classifier.predict(inputs, batch_size=args.batch_size) if inputs else []
+        out = []
+        for p in predictions:
+            if args.json:
+                out.append(json.dumps(dataclasses.asdict(p), ensure_ascii=False))
+            else:
+                out.append(f"{one_line(p.label)}\t{p.probabilities[p.label]:.4f}")
+        write_lines(out)
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    out = []
-    for p in predictions:
-        if args.json:
-            out.append(json.dumps(dataclasses.asdict(p), ensure_ascii=False))
-        else:
-            out.append(f"{p.label}\t{p.probabilities[p.label]:.4f}")
-    sys.stdout.flush()
-    sys.stdout.buffer.write("".join(line + "\n" for line in out).encode("utf-8"))
-    sys.stdout.flush()
     return 0
 
 

@@ -20,9 +20,9 @@ import pathlib
 import sys
 
 from transformer_jax import tasks
+from transformer_jax.cli_lines import one_line, quiet_logs, write_lines
 from transformer_jax.inference.image_classifier import ImageClassifier
 from transformer_jax.inference.patch_attention import save_attention_png
-from transformer_jax.translate import quiet_logs
 from transformer_jax.workdir import CheckpointError
 
 
@@ -78,11 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    out = []
     for name, p in zip(names, predictions, strict=True):
         if args.json:
-            print(json.dumps({"input": name, **dataclasses.asdict(p)}, ensure_ascii=False))
+            out.append(json.dumps({"input": name, **dataclasses.asdict(p)}, ensure_ascii=False))
         else:
-            print(f"{name}\t{p.label}\t{p.probabilities[p.label]:.4f}")
+            out.append(f"{one_line(name)}\t{one_line(p.label)}\t{p.probabilities[p.label]:.4f}")
+    write_lines(out)
     return 0
 
 

@@ -31,13 +31,14 @@ import sys
 import time
 
 from transformer_jax import tasks
+from transformer_jax.cli_lines import quiet_logs
 from transformer_jax.data import get_pairs
 from transformer_jax.inference import loading
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.plot import plot_confusion
 from transformer_jax.sharding import make_mesh
-from transformer_jax.translate import add_model_flags, quiet_logs
+from transformer_jax.translate import add_model_flags
 from transformer_jax.workdir import CheckpointError, Workdir
 
 # Tasks scored by their own `score_split`, and the suffix of their figures' file.

@@ -3,7 +3,9 @@
     python -m transformer_jax.fill_mask --workdir=runs/bert --text="The [MASK] module reads JSON."
     printf 'Return the [MASK] of x.\\n' | python -m transformer_jax.fill_mask --workdir=runs/bert
 
-Texts come from `--text` (repeatable) or stdin, one per line; each line out answers the line in:
+Texts come from `--text` (repeatable) or stdin, one per line (UTF-8; see
+`transformer_jax.cli_lines`); a text without a `[MASK]` (an empty line too), or whose masks all
+lie beyond the model's positions, is an error naming it. Each line out answers the line in:
 per mask, its `--top_k` guesses with their probabilities (`len 0.214, list 0.102, ...`), masks
 separated by ` | `; with `--json`, one JSON list per line (per mask, a list of
 {"token", "probability", "text"}).
@@ -16,8 +18,15 @@ import dataclasses
 import json
 import sys
 
+from transformer_jax.cli_lines import (
+    check_arguments,
+    input_name,
+    one_line,
+    quiet_logs,
+    read_input_lines,
+    write_lines,
+)
 from transformer_jax.inference.fill_mask import MaskFiller
-from transformer_jax.translate import quiet_logs, read_lines
 from transformer_jax.workdir import CheckpointError
 
 
@@ -25,7 +34,9 @@ def format_line(masks, as_json: bool) -> str:
     """One output line for one text's guesses."""
     if as_json:
         return json.dumps([[dataclasses.asdict(c) for c in m] for m in masks], ensure_ascii=False)
-    return " | ".join(", ".join(f"{c.token} {c.probability:.3f}" for c in m) for m in masks)
+    return " | ".join(
+        ", ".join(f"{one_line(c.token)} {c.probability:.3f}" for c in m) for m in masks
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,18 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         if not 1 <= args.top_k <= 100:
             raise ValueError(f"--top_k must be in [1, 100], got {args.top_k}.")
         filler = MaskFiller.from_checkpoint(args.workdir, args.step)  # a wrong path fails first
-        if args.text is None:
-            texts = read_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace"))
-        else:
-            texts = args.text
-        results = filler.fill_mask(texts, args.top_k)
+        flag = None if args.text is None else "--text"
+        texts = read_input_lines() if flag is None else check_arguments(args.text, flag)
+        for number, text in enumerate(texts, start=1):
+            problem = filler.problem(text)
+            if problem is not None:
+                raise ValueError(f"{input_name(number, flag)}: the text {problem}")
+        results = filler.fill_mask(texts, args.top_k) if texts else []
+        write_lines([format_line(masks, args.json) for masks in results])
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    sys.stdout.flush()
-    out = "".join(format_line(masks, args.json) + "\n" for masks in results)
-    sys.stdout.buffer.write(out.encode("utf-8"))
-    sys.stdout.flush()
     return 0
 
 

@@ -6,8 +6,10 @@
 With one `--prompt`, the prompt is printed and the continuation streams after it as tokens are
 produced. With several `--prompt`s, or prompts read from stdin (one per line), each prompt's
 continuation is written on one line, in order, its own line ends written as the two characters
-`\\n` (and a backslash as `\\\\`) so that line i answers prompt i. Sampling: `--temperature`
-(0 = greedy), `--top_k` (0 = off), `--top_p` (1 = off), `--seed`.
+`\\n` (and a backslash as `\\\\`) so that line i answers prompt i. Stdin must be UTF-8 (see
+`transformer_jax.cli_lines`: a byte-order mark is dropped, CRLF line ends work, undecodable
+bytes are an error naming the line). Sampling: `--temperature` (0 = greedy), `--top_k`
+(0 = off), `--top_p` (1 = off), `--seed`.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_jax.cli_lines import check_arguments, quiet_logs, read_input_lines, write_lines
 from transformer_jax.inference.generator import Generator, check_sampling
-from transformer_jax.translate import quiet_logs, read_lines
 from transformer_jax.workdir import CheckpointError
 
 
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     quiet_logs()
     try:
-        check_sampling(args.max_new_tokens, args.temperature, args.top_k, args.top_p)
+        check_sampling(args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed)
         if args.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}.")
         # Load first: a wrong --workdir is reported before anyone types a prompt.
@@ -53,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         settings = dict(
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
         )
-        if args.prompt is not None and len(args.prompt) == 1:
-            prompt = args.prompt[0]
+        prompts = None if args.prompt is None else check_arguments(args.prompt, "--prompt")
+        if prompts is not None and len(prompts) == 1:
+            prompt = prompts[0]
             pieces = generator.stream(prompt, args.max_new_tokens, **settings)  # checks first
             sys.stdout.write(prompt)
             sys.stdout.flush()
@@ -63,19 +66,15 @@ def main(argv: list[str] | None = None) -> int:
                 sys.stdout.flush()
             sys.stdout.write("\n")
             return 0
-        if args.prompt is None:
-            prompts = read_lines(sys.stdin.buffer.read().decode("utf-8", errors="replace"))
-        else:
-            prompts = args.prompt
+        if prompts is None:
+            prompts = read_input_lines()
         outputs = generator.generate(
             prompts, args.max_new_tokens, batch_size=args.batch_size, **settings
         )
+        write_lines([escape(o) for o in outputs])
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    sys.stdout.flush()
-    sys.stdout.buffer.write("".join(escape(o) + "\n" for o in outputs).encode("utf-8"))
-    sys.stdout.flush()
     return 0
 
 

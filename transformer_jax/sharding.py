@@ -13,7 +13,9 @@ A dimension that a mesh axis does not divide is left unsharded rather than faili
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -33,34 +35,59 @@ LOGICAL_RULES: dict[str, tuple[str, ...]] = {
 }
 
 
+def mesh_sizes(shape: Mapping[str, Any], num_devices: int) -> tuple[int, ...]:
+    """The size of each of `MESH_AXES` for a mesh `shape` over `num_devices` devices.
+
+    Args:
+      shape: sizes per axis name (missing axes are 1), as a config gives them (checked); one
+        axis may be -1 meaning "all remaining devices".
+      num_devices: how many devices the mesh spans.
+
+    Raises:
+      ValueError: an unknown axis, a size that is not a positive integer or -1, two -1s, or
+        sizes whose product does not match the devices.
+    """
+    unknown = set(shape) - set(MESH_AXES)
+    if unknown:
+        raise ValueError(f"mesh axes {sorted(unknown)} are not among {MESH_AXES}.")
+    for name, size in shape.items():
+        if isinstance(size, bool) or not isinstance(size, int) or not (size >= 1 or size == -1):
+            raise ValueError(
+                f"mesh axis {name!r} has size {size!r}: use a positive integer, or -1 for all "
+                f"remaining devices."
+            )
+    sizes = [shape.get(name, 1) for name in MESH_AXES]
+    if sizes.count(-1) > 1:
+        raise ValueError(f"at most one mesh axis may be -1, got {dict(shape)}.")
+    known = math.prod(s for s in sizes if s != -1)
+    if -1 in sizes:
+        if num_devices % known:
+            raise ValueError(
+                f"mesh {dict(shape)}: {num_devices} devices are not divisible by {known}."
+            )
+        sizes[sizes.index(-1)] = num_devices // known
+    if math.prod(sizes) != num_devices:
+        raise ValueError(
+            f"mesh {dict(zip(MESH_AXES, sizes, strict=True))} needs {math.prod(sizes)} "
+            f"devices but {num_devices} are available; set one axis to -1 to use them all."
+        )
+    return tuple(sizes)
+
+
 def make_mesh(shape: Mapping[str, int], devices=None) -> Mesh:
     """A `("data", "fsdp", "tensor")` mesh with Auto axis types (GSPMD propagation).
 
     Args:
       shape: sizes per axis name; one axis may be -1 meaning "all remaining devices".
       devices: defaults to `jax.devices()` (every device of every process).
+
+    Raises:
+      ValueError: see `mesh_sizes`.
     """
     devices = list(jax.devices() if devices is None else devices)
-    unknown = set(shape) - set(MESH_AXES)
-    if unknown:
-        raise ValueError(f"mesh axes {sorted(unknown)} are not among {MESH_AXES}.")
-    sizes = [int(shape.get(name, 1)) for name in MESH_AXES]
-    if sizes.count(-1) > 1:
-        raise ValueError(f"at most one mesh axis may be -1, got {dict(shape)}.")
-    known = int(np.prod([s for s in sizes if s != -1]))
-    if -1 in sizes:
-        if len(devices) % known:
-            raise ValueError(
-                f"mesh {dict(shape)}: {len(devices)} devices are not divisible by {known}."
-            )
-        sizes[sizes.index(-1)] = len(devices) // known
-    if int(np.prod(sizes)) != len(devices):
-        raise ValueError(
-            f"mesh {dict(zip(MESH_AXES, sizes, strict=True))} needs {int(np.prod(sizes))} "
-            f"devices but {len(devices)} are available; set one axis to -1 to use them all."
-        )
+    sizes = mesh_sizes(shape, len(devices))
     auto = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
-    return jax.make_mesh(tuple(sizes), MESH_AXES, axis_types=auto, devices=devices)
+    return jax.make_mesh(sizes, MESH_AXES, axis_types=auto, devices=devices)
 
 
 def logical_to_spec(

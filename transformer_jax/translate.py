@@ -5,16 +5,19 @@
         [--beam_size=4] [--alpha=0.6] [--step=N] [--average_last=N] [--batch_size=64]
 
 Reads one sentence per line (stdin by default) and writes one translation per line (stdout by
-default), in the same order: an empty line gives an empty line. A progress bar goes to stderr
-when reading a file.
+default), in the same order: an empty line gives an empty line, and a line break the model
+writes inside a translation becomes a space. The input must be UTF-8 (see
+`transformer_jax.cli_lines`: a byte-order mark is dropped, CRLF line ends work, undecodable
+bytes are an error naming the line). A progress bar goes to stderr when reading a file.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import contextlib
 import sys
 
+from transformer_jax.cli_lines import one_line, quiet_logs, read_input_lines, write_lines
 from transformer_jax.inference.translator import Translator
 from transformer_jax.workdir import CheckpointError
 
@@ -46,21 +49,6 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def quiet_logs() -> None:
-    """Keep stderr for warnings and the progress bar (Orbax logs every restore at INFO)."""
-    logging.getLogger("absl").setLevel(logging.WARNING)
-
-
-def read_lines(text: str) -> list[str]:
-    """Lines split on "\\n" only (a trailing newline ends the last line, "\\r\\n" is fine)."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m transformer_jax.translate", description=__doc__.split("\n\n")[0]
@@ -74,31 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Load first: a wrong --workdir is reported before anyone types a sentence.
         translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
-        if args.input is None:
-            text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-        else:
-            with open(args.input, encoding="utf-8", errors="replace", newline="") as f:
-                text = f.read()
-        outputs = translator.translate(
-            read_lines(text),
-            beam_size=args.beam_size,
-            alpha=args.alpha,
-            batch_size=args.batch_size,
-            max_len=args.max_len,
-            progress=args.input is not None,
-        )
+        lines = read_input_lines(args.input)
+        with contextlib.ExitStack() as stack:
+            # Opened first: an unwritable --output is reported before the work, not after.
+            out = None if args.output is None else stack.enter_context(open(args.output, "wb"))
+            outputs = translator.translate(
+                lines,
+                beam_size=args.beam_size,
+                alpha=args.alpha,
+                batch_size=args.batch_size,
+                max_len=args.max_len,
+                progress=args.input is not None,
+            )
+            # One output line per input line, whatever the tokenizer decodes.
+            write_lines([one_line(text) for text in outputs], out)
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    # One output line per input line, whatever the tokenizer decodes.
-    result = "".join(out.replace("\r", " ").replace("\n", " ") + "\n" for out in outputs)
-    if args.output is None:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(result.encode("utf-8"))
-        sys.stdout.flush()
-    else:
-        with open(args.output, "w", encoding="utf-8", newline="") as f:
-            f.write(result)
     return 0
 
 

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.train_runs import subprocess_env
 from transformer_jax import Translator
 from transformer_jax.workdir import Workdir, migrate
 
@@ -65,7 +66,9 @@ def test_old_workdir_resumes_and_writes_model_json(old_workdir):
         "--config.eval_bleu_sentences=0",
         "--config.test_sentences=0",
     ]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "at step 12" in proc.stderr  # resumed, not restarted from scratch
     rows = [json.loads(x) for x in (old_workdir / "metrics.jsonl").read_text().splitlines()]

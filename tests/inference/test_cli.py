@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from tests.train_runs import subprocess_env
+from transformer_jax import cli_lines, evaluate, translate
 from transformer_jax import data as data_lib
-from transformer_jax import evaluate, translate
 from transformer_jax.inference.translator import Translator
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,12 +22,12 @@ def expected(tiny_workdir):
     return Translator.from_checkpoint(tiny_workdir).translate(LINES, beam_size=1)
 
 
-def test_read_lines_keeps_empty_lines():
-    assert translate.read_lines("a\n\nb\n") == ["a", "", "b"]
-    assert translate.read_lines("a\r\n\r\nb") == ["a", "", "b"]
-    assert translate.read_lines("\n\n") == ["", ""]
-    assert translate.read_lines("a\u2028b\n") == ["a\u2028b"]  # only "\n" ends a line
-    assert translate.read_lines("") == []
+def test_split_lines_keeps_empty_lines():
+    assert cli_lines.split_lines("a\n\nb\n") == ["a", "", "b"]
+    assert cli_lines.split_lines("a\r\n\r\nb") == ["a", "", "b"]
+    assert cli_lines.split_lines("\n\n") == ["", ""]
+    assert cli_lines.split_lines("a\u2028b\n") == ["a\u2028b"]  # only "\n" ends a line
+    assert cli_lines.split_lines("") == []
 
 
 def test_stdin_to_stdout(tiny_workdir, expected):
@@ -35,6 +36,7 @@ def test_stdin_to_stdout(tiny_workdir, expected):
         + ["--beam_size=1"],
         input="\n".join(LINES) + "\n",
         cwd=ROOT,
+        env=subprocess_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -10,7 +10,7 @@ from transformer_jax.tasks.classify_baselines import tfidf_logistic_regression
 from transformer_jax.tasks.classify_metrics import accuracy, confusion_matrix, macro_f1
 
 needs_sklearn = pytest.mark.skipif(
-    classify_baselines.sklearn is None, reason="scikit-learn (the test extra) is not installed"
+    not classify_baselines.HAVE_SKLEARN, reason="scikit-learn (the test extra) is not installed"
 )
 
 LABELS = [0, 0, 1, 2, 2, 2]
@@ -113,7 +113,7 @@ def test_random_labels_give_chance(analyzer):
 
 
 def test_missing_scikit_learn_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(classify_baselines, "sklearn", None)
+    monkeypatch.setattr(classify_baselines, "HAVE_SKLEARN", False)
     with pytest.raises(ImportError, match=r"pip install -e '\.\[test\]'"):
         train = _keyword_examples(np.random.default_rng(0), 9, False)
         tfidf_logistic_regression(train, train, analyzer="word")

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.train_runs import subprocess_env
 from transformer_jax.training.checkpointing import Checkpoints
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -128,7 +129,7 @@ except CheckpointError as e:
 
 
 def test_failed_save_raises_a_clear_error_and_keeps_the_previous_checkpoints(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env = subprocess_env()
     proc = subprocess.run(
         [sys.executable, "-c", _FULL_DISK, str(tmp_path)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,

@@ -14,7 +14,6 @@ import pytest
 from flax import nnx
 
 from configs import bert_classify_tiny
-from tests.train_runs import train_once
 from transformer_jax import classify, evaluate, models
 from transformer_jax.data.classify import pipeline
 from transformer_jax.data.classify.tsv import tsv_dataset
@@ -54,17 +53,6 @@ def test_loss_sums_and_macro_f1_match_the_numpy_metrics():
     assert summary["examples"] == 7
     assert summary["accuracy"] == pytest.approx(classify_metrics.accuracy(labels, predicted))
     assert summary["macro_f1"] == pytest.approx(classify_metrics.macro_f1(labels, predicted, 3))
-
-
-@pytest.fixture(scope="module")
-def tiny_classifier(tmp_path_factory, tiny_bert_workdir) -> pathlib.Path:
-    """configs/bert_classify_tiny.py fine-tuned from the tiny BERT run."""
-    return train_once(
-        tmp_path_factory.mktemp("tiny_cls"),
-        "configs/bert_classify_tiny.py",
-        f"--config.init_from={tiny_bert_workdir}",
-        "--config.baselines=True",
-    )
 
 
 def _rows(workdir, split):

@@ -12,13 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from tests.train_runs import subprocess_env
 from transformer_jax.training.nonfinite import NonFiniteCounter, NonFiniteError
 from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock, WorkdirNotWritableError
 from transformer_jax.training.step import all_finite
 from transformer_jax.workdir import Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-ENV = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # One device: faster.
+ENV = subprocess_env()  # One device: faster.
 _HOLD = (
     "import sys, time\n"
     "from transformer_jax.training.run_lock import WorkdirLock\n"

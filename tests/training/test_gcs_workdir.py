@@ -15,6 +15,7 @@ import pytest
 from etils import epath
 
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
+from tests.train_runs import subprocess_env
 from transformer_jax import Classifier, Generator, MaskFiller, Translator
 from transformer_jax.plot import plot_curves, read_metrics
 
@@ -33,7 +34,9 @@ def _train(workdir: str, cwd: pathlib.Path, steps: int) -> subprocess.CompletedP
         "--config.eval_bleu_sentences=4",
         "--config.test_sentences=0",
     ]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, cwd=cwd, env=subprocess_env(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -77,7 +80,9 @@ def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
         "--config.eval_every=4",
         "--config.checkpoint_every=2",
     ]
-    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(tmp_path.iterdir()) == []  # nothing local
     objects = [o.removeprefix(f"{workdir}/") for o in list_objects(workdir)]
@@ -107,7 +112,9 @@ def test_bert_pretrain_then_fine_tune_from_gs(gcs_bucket, tmp_path):  # noqa: F8
             "--config.checkpoint_every=2",
             *extra,
         ]
-        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            cmd, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=600
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(tmp_path.iterdir()) == []  # nothing local
     assert f"initialised from {pretrained} step 2" in proc.stderr

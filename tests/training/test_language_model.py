@@ -2,7 +2,6 @@
 resumption, the corpus manifest, evaluate and generate CLIs on the run, and config guards."""
 
 import json
-import os
 import pathlib
 import re
 import subprocess
@@ -11,6 +10,7 @@ import sys
 import pytest
 
 from configs import gpt_tiny
+from tests.train_runs import subprocess_env
 from transformer_jax import evaluate, generate
 from transformer_jax.training.loop import validate_train_config
 
@@ -39,7 +39,7 @@ def test_the_run_learns_and_reports_bits_per_byte(tiny_lm_workdir):
 
 def test_a_restart_reproduces_the_losses_exactly(tiny_lm_workdir, tmp_path):
     cmd = [sys.executable, "train.py", "--config=configs/gpt_tiny.py", f"--workdir={tmp_path}"]
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # one device, as the fixture
+    env = subprocess_env()  # one device, as the fixture
     first = subprocess.run(
         [*cmd, "--config.num_train_steps=10", "--config.eval_every=10", "--config.samples=0"],
         cwd=ROOT,

@@ -2,7 +2,6 @@
 and train.py --multi_process end to end, preempted on one process and resumed."""
 
 import json
-import os
 import pathlib
 import signal
 import socket
@@ -11,6 +10,8 @@ import sys
 import time
 
 import pytest
+
+from tests.train_runs import subprocess_env
 
 WORKER = pathlib.Path(__file__).parent / "helpers" / "multiprocess_step.py"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -29,6 +30,7 @@ def _launch(num_processes, tmp_path):
         subprocess.Popen(
             [sys.executable, str(WORKER), str(i), str(num_processes), str(port), str(out)],
             cwd=ROOT,
+            env=subprocess_env(devices=4),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -55,7 +57,7 @@ def test_two_processes_match_one(tmp_path):
 
 def _train_processes(workdir, port, *overrides):
     """train.py --multi_process as 2 processes of 2 CPU devices each (gloo between them)."""
-    env = os.environ | {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = subprocess_env(devices=2)
     return [
         subprocess.Popen(
             [

@@ -14,6 +14,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import tiny
+from tests.train_runs import subprocess_env
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import TranslationTask
 from transformer_jax.training import train_and_evaluate
@@ -42,8 +43,9 @@ def _cmd(workdir, *extra):
 
 def _run(workdir, *extra, check=True):
     proc = subprocess.run(
-        _cmd(workdir, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+        _cmd(workdir, *extra), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
     if check and proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
@@ -63,8 +65,9 @@ def _train_losses(workdir) -> dict[int, float]:
 def _start(workdir):
     """train.py on the tiny config in the background, stderr captured."""
     return subprocess.Popen(
-        _cmd(workdir, *FAST), cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    )
+        _cmd(workdir, *FAST), cwd=ROOT, env=subprocess_env(), stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
 
 
 def _wait_for_step(workdir, step, proc, timeout=300):

@@ -36,6 +36,28 @@ def check_fraction(cfg: ml_collections.ConfigDict, field: str, *, open_low: bool
         raise fail(field, f"got {value!r}", f"Use a number in {interval}.")
 
 
+def check_coverage(cfg: ml_collections.ConfigDict) -> None:
+    """Raises unless `spm_character_coverage` is a number (not a bool) in (0, 1]."""
+    value = cfg.spm_character_coverage
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise fail("spm_character_coverage", f"got {value!r}", "Use a number in (0, 1].")
+
+
+def check_optional_file(cfg: ml_collections.ConfigDict, field: str) -> None:
+    """Raises unless `cfg[field]` is unset (None) or the path of an existing file."""
+    value = cfg[field]
+    if value is None:
+        return
+    if not isinstance(value, str) or not value:
+        raise fail(field, f"got {value!r}", "Give the path of a file, or leave it unset.")
+    if not storage.as_path(value).is_file():
+        raise fail(
+            field,
+            f"{value!r} is not a file (looked for {storage.as_path(value)})",
+            "Check the path; relative paths are read from the current directory.",
+        )
+
+
 def check_missing(cfg: ml_collections.ConfigDict, defaults: ml_collections.ConfigDict, maker: str):
     """Raises naming the first field of `defaults` that `cfg` lacks."""
     missing = sorted(set(defaults.keys()) - set(cfg.keys()))

@@ -42,10 +42,20 @@ class Tokenizer:
           origin: where the bytes came from, for error messages.
 
         Raises:
-          ValueError: the model does not use the fixed special ids.
+          ValueError: the bytes are not a SentencePiece model (an empty file, text, another
+            format), or the model does not use the fixed special ids.
         """
         self._proto = bytes(model_proto)
-        self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        redo = "Use the .model file SentencePiece wrote (train.py writes workdir/tokenizer.model)."
+        if not self._proto:
+            raise ValueError(f"{origin}: the file is empty, not a SentencePiece model. {redo}")
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=self._proto)
+        except RuntimeError:  # "INTERNAL: ... ParseFromArray ...": not a model protobuf.
+            raise ValueError(
+                f"{origin}: not a SentencePiece model ({len(self._proto)} bytes that do not "
+                f"parse as one). {redo}"
+            ) from None
         found = {
             "pad": self._sp.pad_id(),
             "eos": self._sp.eos_id(),
@@ -177,6 +187,21 @@ def train_tokenizer(
     return Tokenizer(buffer.getvalue())
 
 
+def _read_settings(path) -> dict:
+    """The JSON object of a tokenizer.json; ValueError naming the file when it is not one."""
+    try:
+        saved = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        saved = e
+    if not isinstance(saved, dict):
+        raise ValueError(
+            f"{path}: not the JSON object of tokenizer settings train.py writes ({saved}). "
+            f"Delete it together with the tokenizer.model beside it to train a new tokenizer, "
+            f"or restore both."
+        )
+    return saved
+
+
 def load_or_train(
     model_path: str | os.PathLike,
     settings_path: str | os.PathLike,
@@ -196,7 +221,7 @@ def load_or_train(
     """
     model_path, settings_path = storage.as_path(model_path), storage.as_path(settings_path)
     if model_path.exists():
-        saved = json.loads(settings_path.read_text()) if settings_path.exists() else settings
+        saved = _read_settings(settings_path) if settings_path.exists() else settings
         if saved != settings:
             changed = sorted(k for k in settings if saved.get(k) != settings[k])
             raise ValueError(

@@ -41,6 +41,15 @@ def _probabilities(graphdef, params, tokens, segments):
     return jax.nn.softmax(model.classify(model.pool(model(tokens, segments))), axis=-1)
 
 
+def label_names(names: object) -> list[str]:
+    """The `label_names` of a labels.json, checked: a list of distinct strings."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"'label_names' must be a list of strings, got {names!r:.200}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"'label_names' repeats a name: {names!r:.200}")
+    return names
+
+
 class Classifier:
     """A fine-tuned encoder with its label names."""
 
@@ -64,8 +73,10 @@ class Classifier:
         run = load_encoder(workdir, ("classify",), "Classifier", step)
         path = run.workdir.labels_json
         try:
-            labels = json.loads(path.read_text())
-            names, pair = labels["label_names"], bool(labels["pair"])
+            labels = json.loads(path.read_bytes())
+            names, pair = label_names(labels["label_names"]), labels["pair"]
+            if not isinstance(pair, bool):
+                raise TypeError(f"'pair' is {pair!r}, not true or false")
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(
                 f"{path}: missing or unreadable ({e}). It lists the label names; rerun "

@@ -70,14 +70,28 @@ class MaskFiller:
         run = load_encoder(workdir, ("bert_pretrain", "classify"), "fill_mask", step)
         return cls(run)
 
+    def problem(self, text: str) -> str | None:
+        """Why `text` cannot be filled (it has no `[MASK]`, or the model's positions end before
+        its first one), or None when it can."""
+        if MASK_TEXT not in text:
+            return (
+                f"has no {MASK_TEXT}: write {MASK_TEXT} where a word should be guessed, e.g. "
+                f"'The {MASK_TEXT} function returns a list.' (got {text[:80]!r})"
+            )
+        # [CLS] text [SEP] in max_len positions: the text's first max_len - 2 tokens are kept.
+        if MASK_ID not in encode_masked(self.run.tokenizer, text)[: self.max_len - 2]:
+            return (
+                f"has every {MASK_TEXT} beyond the model's {self.max_len} tokens, where the "
+                f"text is cut. Shorten the text before its first {MASK_TEXT}."
+            )
+        return None
+
     def _encode(self, text: str, index: int) -> list[int]:
         if not isinstance(text, str):
             raise TypeError(f"texts[{index}] is a {type(text).__name__}, not a str.")
-        if MASK_TEXT not in text:
-            raise ValueError(
-                f"texts[{index}] has no {MASK_TEXT}: write {MASK_TEXT} where a word should be "
-                f"guessed, e.g. 'The {MASK_TEXT} function returns a list.' (got {text[:80]!r})"
-            )
+        problem = self.problem(text)
+        if problem is not None:
+            raise ValueError(f"texts[{index}] {problem}")
         return encode_masked(self.run.tokenizer, text)
 
     def fill_mask(
@@ -110,12 +124,7 @@ class MaskFiller:
                 _top_k(self._graphdef, self._params, tokens, segments, self._allowed, top_k)
             )
             for r, text in enumerate(texts[start : start + batch_size]):
-                positions = np.flatnonzero(tokens[r] == MASK_ID)
-                if len(positions) == 0:
-                    raise ValueError(
-                        f"texts[{start + r}]: every {MASK_TEXT} lies beyond the model's "
-                        f"{self.max_len} tokens and was cut. Shorten the text."
-                    )
+                positions = np.flatnonzero(tokens[r] == MASK_ID)  # Not empty: see `problem`.
                 results.append(
                     [
                         self._candidates(text, m, probs[r, p], ids[r, p])

@@ -45,17 +45,19 @@ def _is_int(x) -> bool:
 
 
 def check_sampling(
-    max_new_tokens: int, temperature: float | int, top_k: int, top_p: float | int
+    max_new_tokens: int, temperature: float | int, top_k: int, top_p: float | int, seed: int = 0
 ) -> None:
     """Raises ValueError naming a generation setting outside its valid range."""
     if not _is_int(max_new_tokens) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}.")
-    if not temperature >= 0:  # also catches NaN
-        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature!r}.")
+    if not 0 <= temperature < math.inf:  # also catches NaN
+        raise ValueError(f"temperature must be finite and >= 0 (0 = greedy), got {temperature!r}.")
     if not _is_int(top_k) or top_k < 0:
         raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {top_k!r}.")
     if not 0.0 < top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1] (1 = off), got {top_p!r}.")
+    if not _is_int(seed) or not -(2**63) <= seed < 2**63:  # What jax.random.key takes.
+        raise ValueError(f"seed must be a 64-bit integer, got {seed!r}.")
 
 
 # --------------------------------------------------------------- jitted pieces (pure functions)
@@ -252,7 +254,7 @@ class Generator:
           seed: the sampling key (batch i draws with the seed's key folded with i).
           batch_size: prompts per batch.
         """
-        check_sampling(max_new_tokens, temperature, top_k, top_p)
+        check_sampling(max_new_tokens, temperature, top_k, top_p, seed)
         if isinstance(prompts, str):
             raise TypeError("prompts must be a sequence of str; wrap a single prompt in a list.")
         if not _is_int(batch_size) or batch_size < 1:
@@ -293,7 +295,7 @@ class Generator:
         layout, prefill and per-step keys. An incomplete UTF-8 character (byte tokens) is held
         back until it completes. Bad settings raise here, before the first piece.
         """
-        check_sampling(max_new_tokens, temperature, top_k, top_p)
+        check_sampling(max_new_tokens, temperature, top_k, top_p, seed)
         (ids,) = self._encode([prompt], max_new_tokens)
         settings = self._settings(temperature, top_k, top_p)
         return self._pieces(ids, max_new_tokens, settings, seed, temperature == 0)

@@ -23,7 +23,7 @@ from flax import nnx
 from transformer_jax import storage
 from transformer_jax.data.images.folder import read_image
 from transformer_jax.inference import loading
-from transformer_jax.inference.classifier import Prediction
+from transformer_jax.inference.classifier import Prediction, label_names
 from transformer_jax.inference.patch_attention import PatchAttention, patch_attention
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -95,7 +95,7 @@ class ImageClassifier:
             )
         model, steps = loading.load_model(workdir, config, None, step)
         try:
-            names = json.loads(workdir.labels_json.read_text())["label_names"]
+            names = label_names(json.loads(workdir.labels_json.read_bytes())["label_names"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(
                 f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
@@ -129,9 +129,10 @@ class ImageClassifier:
             if not path.is_file():
                 raise FileNotFoundError(f"{image}: no such image file.")
             try:
-                array = as_model_pixels(read_image(path, (h, w) if resize else None, c), str(image))
-            except (OSError, SyntaxError) as e:
+                pixels = read_image(path, (h, w) if resize else None, c)
+            except Exception as e:  # Any decoder error (OSError, DecompressionBombError, ...).
                 raise ValueError(f"{image}: not a readable image ({type(e).__name__}: {e}).") from e
+            array = as_model_pixels(pixels, str(image))
             what = str(image)
         else:
             array = as_model_pixels(image, what)

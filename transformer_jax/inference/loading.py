@@ -93,6 +93,12 @@ def load_model_config(
             fields.setdefault("vocab_size", tokenizer.vocab_size)
         fields.setdefault("max_len", config.get("data", {}).get("max_len"))
     try:
+        if source == workdir.model_json:  # Written whole by train.py: nothing may fall back.
+            missing = [k for k, v in models.canonical_fields(fields).items() if v is None]
+            if missing:
+                raise ValueError(
+                    f"fields {missing} are missing or null; model.json has every field"
+                )
         return models.build_config(fields)
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise CheckpointError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import sys
 import warnings
@@ -220,6 +221,8 @@ class Translator:
             raise ValueError(f"beam_size must be a positive integer, got {beam_size!r}.")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
+        if not math.isfinite(alpha):
+            raise ValueError(f"alpha must be a finite number (paper: 0.6), got {alpha!r}.")
         encoded = self._encode(texts)
         todo = [i for i, ids in enumerate(encoded) if ids is not None]
         todo.sort(key=lambda i: len(encoded[i]))

@@ -8,6 +8,7 @@ from transformer_jax.models.registry import (
     build_config,
     build_model,
     canonical_fields,
+    check_section,
     config_section,
     count_params,
     get,
@@ -16,12 +17,25 @@ from transformer_jax.models.registry import (
     spec_of,
 )
 
+
+# Stand-ins for the data fields (see ModelSpec): values that pass the config classes' checks.
+def _positive(value: object, fallback: int) -> int:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else fallback
+
+
+def _vocabulary(fields: dict) -> dict:
+    """A vocabulary just large enough for the section's pad id (a bad one is named anyway)."""
+    return {"vocab_size": _positive(fields.get("pad_id"), 0) + 1}
+
+
 register(
     ModelSpec(
         name="encoder_decoder",
         config_class=encoder_decoder.TransformerConfig,
         module_class=encoder_decoder.Transformer,
         data_fields=("vocab_size", "max_len"),  # From the tokenizer and config.data.max_len.
+        stand_ins=lambda fields: {**_vocabulary(fields), "max_len": 64},
     )
 )
 register(
@@ -30,6 +44,7 @@ register(
         config_class=decoder_only.DecoderOnlyConfig,
         module_class=decoder_only.DecoderOnly,
         data_fields=("vocab_size",),  # From the tokenizer; max_len is the model's context.
+        stand_ins=_vocabulary,
     )
 )
 register(
@@ -38,6 +53,7 @@ register(
         config_class=encoder_only.EncoderOnlyConfig,
         module_class=encoder_only.EncoderOnly,
         data_fields=("vocab_size", "num_labels"),  # Tokenizer; labels of a classification task.
+        stand_ins=lambda fields: {**_vocabulary(fields), "num_labels": 2},
     )
 )
 register(
@@ -47,6 +63,13 @@ register(
         module_class=vit.VisionTransformer,
         # From the images: their classes, size and channels.
         data_fields=("num_classes", "image_height", "image_width", "channels"),
+        # One patch per image: any valid patch size tiles it.
+        stand_ins=lambda fields: dict(
+            num_classes=2,
+            image_height=_positive(fields.get("patch_size"), 1),
+            image_width=_positive(fields.get("patch_size"), 1),
+            channels=1,
+        ),
     )
 )
 
@@ -56,6 +79,7 @@ __all__ = [
     "build_config",
     "build_model",
     "canonical_fields",
+    "check_section",
     "config_section",
     "count_params",
     "get",

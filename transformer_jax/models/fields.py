@@ -78,6 +78,9 @@ def check_transformer_fields(
         value = getattr(cfg, field)
         if not 0.0 <= value < 1.0:
             raise ValueError(f"{_name(cfg, field)} must be in [0, 1), got {value!r}.")
+    eps = getattr(cfg, "layer_norm_eps", 1.0)
+    if not 0.0 < eps < 1.0:  # Also NaN. A LayerNorm with eps 0 divides by 0 on a constant row.
+        raise ValueError(f"{_name(cfg, 'layer_norm_eps')} must be in (0, 1), got {eps!r}.")
     for field, allowed in CHOICES.items():
         if hasattr(cfg, field) and getattr(cfg, field) not in allowed:
             raise ValueError(

@@ -12,7 +12,8 @@ from the tokenizer); they are `data_fields`, left unset (None) in the section an
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -29,12 +30,16 @@ class ModelSpec:
       config_class: a frozen dataclass of hyper-parameters with preset class methods.
       module_class: an `nnx.Module` built as `module_class(cfg, rngs=nnx.Rngs(...))`.
       data_fields: config fields the data decides when the section leaves them None.
+      stand_ins: given a section's fields, values for its unset data fields that pass the
+        config class's checks whatever the data turns out to be (e.g. an image size the patch
+        size tiles), so that `check_section` can judge a section before the data is read.
     """
 
     name: str
     config_class: type
     module_class: type
     data_fields: tuple[str, ...] = ()
+    stand_ins: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
 
 
 _MODELS: dict[str, ModelSpec] = {}
@@ -49,9 +54,10 @@ def register(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def get(name: str) -> ModelSpec:
-    """The registered model `name`; the error lists the known names."""
-    if name not in _MODELS:
+def get(name: object) -> ModelSpec:
+    """The registered model `name` (any value a config holds); the error lists the known
+    names."""
+    if not isinstance(name, str) or name not in _MODELS:
         raise ValueError(
             f"config.model.name={name!r} is not a registered model; known: {sorted(_MODELS)}."
         )
@@ -73,6 +79,19 @@ def spec_of(cfg: Any) -> ModelSpec:
 def _field_types(spec: ModelSpec) -> dict[str, type]:
     types = {"int": int, "float": float, "str": str, "bool": bool}
     return {f.name: types[str(f.type)] for f in dataclasses.fields(spec.config_class)}
+
+
+_KINDS = {int: "an integer", float: "a finite number", str: "a string", bool: "True or False"}
+
+
+def _has_type(value: Any, expected: type) -> bool:
+    """Whether `value` may stand in a field of type `expected` (an int for a float, not a bool
+    for a number: `True` is an int to Python, never a size or a rate to a user)."""
+    if isinstance(value, bool):
+        return expected is bool
+    if expected is float:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, expected)
 
 
 def config_section(name: str, preset: str | None = None, **overrides) -> ml_collections.ConfigDict:
@@ -125,17 +144,23 @@ def build_config(section: Section, data_values: Mapping[str, Any] | None = None)
     """The model's config dataclass from a `config.model` section and the data's values.
 
     Raises:
-      ValueError: naming the unknown, missing or invalid field.
+      ValueError: naming the unknown, missing or invalid field (a value of the wrong type too).
     """
     spec = get(section.get("name"))
     fields = {k: v for k, v in dict(section).items() if k != "name"}
-    known = set(_field_types(spec))
-    unknown = sorted(set(fields) - known)
+    types = _field_types(spec)
+    unknown = sorted(set(fields) - set(types))
     if unknown:
         raise ValueError(
             f"config.model has fields {unknown} that model {spec.name!r} does not take; its "
-            f"fields are {sorted(known)}."
+            f"fields are {sorted(types)}."
         )
+    for key, value in fields.items():
+        if value is not None and not _has_type(value, types[key]):
+            raise ValueError(
+                f"config.model.{key} must be {_KINDS[types[key]]}, got {value!r} "
+                f"({type(value).__name__})."
+            )
     for key in spec.data_fields:
         if fields.get(key) is None and data_values and data_values.get(key) is not None:
             fields[key] = data_values[key]
@@ -144,6 +169,32 @@ def build_config(section: Section, data_values: Mapping[str, Any] | None = None)
         return spec.config_class(**fields)
     except TypeError as e:
         raise ValueError(f"config.model ({spec.name}): {e}.") from e
+
+
+def check_section(section: Section) -> None:
+    """Raises ValueError naming the first field of a `config.model` section that no data can
+    make valid: an unknown name or field, a value of the wrong type, or one the config class
+    refuses (a negative rate, d_model not divisible by num_heads, ...).
+
+    Data fields the section leaves None get the model's stand-ins (see `ModelSpec`), so only
+    what the section itself sets is judged; the data's values are checked again when the model
+    is built.
+    """
+    spec = get(section.get("name"))
+    fields = {k: v for k, v in dict(section).items() if k != "name"}
+    unset = [k for k, v in fields.items() if v is None and k not in spec.data_fields]
+    if unset:  # build_config would quietly take the class default.
+        raise ValueError(
+            f"config.model.{unset[0]} is None; only the fields the data decides "
+            f"{list(spec.data_fields)} may be left unset. Give it a value."
+        )
+    stand_ins = spec.stand_ins(fields) if spec.stand_ins is not None else {}
+    try:
+        build_config(section, stand_ins)
+    except ValueError as e:
+        message = str(e)
+        raise ValueError(message if message.startswith("config.model") else
+                         f"config.model ({spec.name}): {message}") from None  # fmt: skip
 
 
 def build_model(cfg: Any, *, rngs: nnx.Rngs) -> nnx.Module:

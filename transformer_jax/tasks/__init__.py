@@ -23,9 +23,10 @@ _TASKS: dict[str, type[Task]] = {
 }
 
 
-def get(name: str) -> type[Task]:
-    """The task class registered as `name`; the error lists the known names."""
-    if name not in _TASKS:
+def get(name: object) -> type[Task]:
+    """The task class registered as `name` (any value a config holds); the error lists the
+    known names."""
+    if not isinstance(name, str) or name not in _TASKS:
         raise ValueError(f"config.task={name!r} is not a known task; known: {sorted(_TASKS)}.")
     return _TASKS[name]
 

@@ -25,7 +25,8 @@ from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import Task, check_model_name, check_positions
+from transformer_jax.tasks.base import Task, check_positions
+from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.tokens import FIRST_REGULAR_ID
 from transformer_jax.workdir import Workdir
@@ -98,8 +99,8 @@ class BertPretrainTask(Task):
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
+        check_shared_fields(config, cls.name, "encoder_only")
         bert_config.validate_bert_data_config(config.data)
-        check_model_name(config, cls.name, "encoder_only")
         check_positions(config)
         if config.model.type_vocab_size < 2:
             raise ValueError(

@@ -26,8 +26,9 @@ from transformer_jax import storage
 from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import pipeline
 from transformer_jax.tasks import classify_baselines
-from transformer_jax.tasks.base import Task, check_model_name, check_positions
+from transformer_jax.tasks.base import Task, check_positions
 from transformer_jax.tasks.label_sums import confusion_table, label_summary, label_sums
+from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
@@ -71,8 +72,8 @@ class ClassificationTask(Task):
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
+        check_shared_fields(config, cls.name, "encoder_only")
         classify_config.validate_classify_data_config(config.data)
-        check_model_name(config, cls.name, "encoder_only")
         check_positions(config)
         init_from = config.get("init_from")
         if init_from is not None and not isinstance(init_from, str):
@@ -163,7 +164,7 @@ class ClassificationTask(Task):
 
     def _baseline_line(self, split: str, metrics: dict) -> str:
         analyzer = self.config.baseline_analyzer
-        if classify_baselines.sklearn is None:
+        if not classify_baselines.HAVE_SKLEARN:
             return "  baseline skipped: scikit-learn is not installed (pip install scikit-learn)."
         base = classify_baselines.tfidf_logistic_regression(
             self.dataset.splits["train"], self.dataset.splits[split], analyzer=analyzer

@@ -11,6 +11,7 @@ scikit-learn is not a dependency of the package; it comes with the test extra.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,12 +19,9 @@ import numpy as np
 from transformer_jax.data.classify.examples import Example
 from transformer_jax.tasks import classify_metrics
 
-try:
-    import sklearn
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-except ImportError:  # Only this module needs it; the error is raised when it is used.
-    sklearn = None
+# scikit-learn is imported when a baseline is fit (3 s at every train.py start otherwise); only
+# this module needs it, and the error is raised when it is used.
+HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 PAIR_SEPARATOR = " ||| "  # A word of its own: n-grams next to it say which side they are on.
 ANALYZERS = {
@@ -43,7 +41,7 @@ def feature_text(example: Example) -> str:
 
 
 def _check(train: Sequence[Example], test: Sequence[Example], analyzer: str) -> None:
-    if sklearn is None:
+    if not HAVE_SKLEARN:
         raise ImportError(
             "tfidf_logistic_regression needs scikit-learn: install the test extra: "
             "pip install -e '.[test]'"
@@ -78,6 +76,9 @@ def tfidf_logistic_regression(
         single texts.
     """
     _check(train, test, analyzer)
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
     vectorizer = TfidfVectorizer(sublinear_tf=True, dtype=np.float32, **ANALYZERS[analyzer])
     features = vectorizer.fit_transform([feature_text(ex) for ex in train])
     model = LogisticRegression(C=C, max_iter=MAX_ITER)

@@ -11,6 +11,7 @@ the `vision` and `test` extras.
 
 from __future__ import annotations
 
+import importlib.util
 import time
 
 import numpy as np
@@ -18,18 +19,17 @@ import numpy as np
 from transformer_jax.data.images.examples import ImageSplit
 from transformer_jax.tasks import classify_metrics
 
-try:
-    import sklearn
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.svm import SVC
-    from threadpoolctl import threadpool_limits  # comes with scikit-learn
-except ImportError:  # Only this module needs it; the error is raised when it is used.
-    sklearn = None
+# scikit-learn (with threadpoolctl) is imported when a baseline is fit (3 s at every train.py
+# start otherwise); only this module needs it, and the error is raised when it is used.
+HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 NAMES = {"svc_rbf": "SVC (RBF kernel)", "logistic_regression": "logistic regression"}
 
 
 def _classifier(name: str):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.svm import SVC
+
     if name == "svc_rbf":
         return SVC(kernel="rbf", C=1.0, gamma="scale")
     return LogisticRegression(C=1.0, max_iter=2000)
@@ -46,10 +46,12 @@ def pixel_baselines(
       test: the images to score.
       num_classes: K.
     """
-    if sklearn is None:
+    if not HAVE_SKLEARN:
         raise ImportError(
             "pixel_baselines needs scikit-learn: pip install 'transformer_jax[vision]'."
         )
+    from threadpoolctl import threadpool_limits  # Comes with scikit-learn.
+
     x_train = train.images[:max_train].reshape(min(len(train), max_train), -1)
     y_train = train.labels[:max_train]
     x_test = test.images.reshape(len(test), -1)

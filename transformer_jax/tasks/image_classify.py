@@ -25,8 +25,9 @@ from transformer_jax import storage
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import pipeline
 from transformer_jax.tasks import image_baselines
-from transformer_jax.tasks.base import Task, check_model_name
+from transformer_jax.tasks.base import Task
 from transformer_jax.tasks.label_sums import confusion_table, label_summary, label_sums
+from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
@@ -70,13 +71,8 @@ class ImageClassificationTask(Task):
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
+        check_shared_fields(config, cls.name, "vit")
         image_config.validate_image_data_config(config.data)
-        check_model_name(config, cls.name, "vit")
-        smoothing = config.get("label_smoothing")
-        if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)):
-            raise ValueError(f"config.label_smoothing must be a number, got {smoothing!r}.")
-        if not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"config.label_smoothing must be in [0, 1), got {smoothing!r}.")
         if not isinstance(config.get("baselines"), bool):
             raise ValueError(
                 f"config.baselines must be True or False, got {config.get('baselines')!r}."
@@ -153,7 +149,7 @@ class ImageClassificationTask(Task):
         return metrics, "\n".join(lines)
 
     def _baseline_lines(self, split: str, metrics: dict) -> list[str]:
-        if image_baselines.sklearn is None:
+        if not image_baselines.HAVE_SKLEARN:
             return [
                 "  baselines skipped: scikit-learn is not installed (pip install scikit-learn)."
             ]

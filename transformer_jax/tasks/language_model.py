@@ -31,9 +31,14 @@ from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.inference.generator import Generator
 from transformer_jax.tasks import losses, text_baselines
-from transformer_jax.tasks.base import Task, check_model_name, check_positions
+from transformer_jax.tasks.base import Task, check_positions
+from transformer_jax.tasks.shared_fields import Range, check_number, check_shared_fields
 from transformer_jax.workdir import Workdir
 
+SAMPLING_NUMBERS = {  # How the samples at each evaluation are drawn.
+    "sample_temperature": Range(0.0, True, math.inf, False, "0 = greedy"),
+    "sample_top_p": Range(0.0, False, 1.0, True, "1 = off"),
+}
 SAMPLE_PROMPT_CHARS = 40  # Samples continue the first characters of held-out documents.
 
 
@@ -121,14 +126,12 @@ class LanguageModelTask(Task):
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
+        check_shared_fields(config, cls.name, "decoder_only")
         lm_config.validate_lm_data_config(config.data)
-        check_model_name(config, cls.name, "decoder_only")
         if config.model.positional == "learned":
             check_positions(config)
-        if not 0.0 <= config.label_smoothing < 1.0:
-            raise ValueError(
-                f"config.label_smoothing must be in [0, 1), got {config.label_smoothing}."
-            )
+        for name, allowed in SAMPLING_NUMBERS.items():
+            check_number(config, name, allowed)
         for name in ("samples", "sample_tokens"):
             value = config[name]
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

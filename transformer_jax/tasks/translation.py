@@ -21,7 +21,8 @@ from transformer_jax.data.translation.config import check_text_split_fields, wit
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import Task
+from transformer_jax.tasks.base import Task, check_positions
+from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.workdir import Workdir
 
 PACKING_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
@@ -73,15 +74,14 @@ class TranslationTask(Task):
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
+        check_shared_fields(config, cls.name, "encoder_decoder")
         data_lib.validate_data_config(config.data)
+        if config.model.max_len is not None:  # None: the data's max_len.
+            check_positions(config)
         if config.data.source == "text":  # Fail now, not after the tokenizer or training.
             check_text_split_fields(config.data, "eval")
             if config.test_sentences:
                 check_text_split_fields(config.data, "test")
-        if not 0.0 <= config.label_smoothing < 1.0:
-            raise ValueError(
-                f"config.label_smoothing must be in [0, 1), got {config.label_smoothing}."
-            )
         _check_count(config, "eval_bleu_sentences", 0)
         _check_count(config, "test_sentences", -1)
         _check_count(config, "decode_batch_size", 1)

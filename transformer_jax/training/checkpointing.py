@@ -63,7 +63,7 @@ def check_or_write_config(
     """Write `config.json`, or refuse a config that conflicts with the one already there."""
     new = json.loads(config.to_json_best_effort())
     if workdir.config_json.exists():
-        saved = json.loads(workdir.config_json.read_text())
+        saved = workdir.read_config().to_dict()  # A broken config.json: an error naming it.
         diffs = config_conflicts(saved, new, data_fields)
         if diffs:
             raise ValueError(

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")  # 4 per process
 os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402

@@ -17,6 +17,7 @@ from transformer_jax.data.config_checks import (
     check_choice,
     check_int,
     check_missing,
+    check_optional_file,
     fail,
 )
 
@@ -84,6 +85,7 @@ def validate_classify_data_config(cfg: ml_collections.ConfigDict) -> None:
                     "Check the path; relative paths are read from the current directory.",
                 )
     check_int(cfg, "vocab_size", 300)
+    check_optional_file(cfg, "spm_model_path")
     check_int(cfg, "max_len", 4)
     check_batching(cfg)
 

@@ -8,14 +8,13 @@ error naming the line.
 from __future__ import annotations
 
 from transformer_jax.data.classify.examples import Example, LabelledSplits
-from transformer_jax.data.files import read_text
+from transformer_jax.data.files import read_text, split_lines
 
 
 def read_tsv_rows(path: str) -> list[tuple[int, list[str]]]:
     """(line number, fields) of each non-blank line; 2 or 3 fields, the same on every line."""
     rows, width = [], None
-    for number, line in enumerate(read_text(path).split("\n"), start=1):
-        line = line.rstrip("\r")
+    for number, line in enumerate(split_lines(read_text(path)), start=1):
         if not line.strip():
             continue
         fields = line.split("\t")

@@ -11,7 +11,14 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
-from transformer_jax.data.config_checks import absolute_paths, check_choice, check_int, fail
+from transformer_jax.data.config_checks import (
+    absolute_paths,
+    check_choice,
+    check_coverage,
+    check_int,
+    check_optional_file,
+    fail,
+)
 
 SOURCES = ("stdlib", "text", "tfds")
 TOKENIZERS = ("sentencepiece", "byte")
@@ -104,9 +111,8 @@ def validate_lm_data_config(cfg: ml_collections.ConfigDict) -> None:
             if not isinstance(cfg[field], str) or not cfg[field]:
                 raise fail(field, f"got {cfg[field]!r}", "Use a non-empty string.")
     check_int(cfg, "vocab_size", 300)  # 256 byte pieces + specials + some merges.
-    coverage = cfg.spm_character_coverage
-    if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
-        raise fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
+    check_coverage(cfg)
+    check_optional_file(cfg, "spm_model_path")
     check_int(cfg, "spm_sample_size", 1)
     check_int(cfg, "max_len", 2)
     check_int(cfg, "batch_multiple", 1)

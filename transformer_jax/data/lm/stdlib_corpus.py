@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -130,9 +131,13 @@ def load_stdlib_corpus(cache_dir: str | os.PathLike | None = None) -> StdlibCorp
     if cache_dir is not None:
         path = storage.as_path(cache_dir) / f"stdlib_docs-py{version}.json"
         if path.exists():
-            cached = json.loads(path.read_text())
-            if cached.get("python_version") == version:
-                return StdlibCorpus.from_documents(version, cached["documents"])
+            try:
+                cached = json.loads(path.read_bytes())
+                if cached.get("python_version") == version:
+                    return StdlibCorpus.from_documents(version, cached["documents"])
+            except (ValueError, KeyError, TypeError, AttributeError) as e:  # Gathered again.
+                logging.warning("%s: damaged cache (%s: %s); gathering again.", path,
+                                type(e).__name__, e)  # fmt: skip
     documents = gather_documents()
     if not documents:
         raise ValueError(

@@ -13,7 +13,13 @@ import ml_collections
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
-from transformer_jax.data.config_checks import absolute_paths, check_int, fail
+from transformer_jax.data.config_checks import (
+    absolute_paths,
+    check_coverage,
+    check_int,
+    check_optional_file,
+    fail,
+)
 
 SOURCES = ("embedded", "tfds", "text")
 EMBEDDED_LANGS = ("fr", "de")
@@ -125,13 +131,18 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
         raise fail(
             "spm_model_type", f"got {cfg.spm_model_type!r}", f"Use one of {SPM_MODEL_TYPES}."
         )
-    coverage = cfg.spm_character_coverage
-    if not isinstance(coverage, (int, float)) or not 0.0 < coverage <= 1.0:
-        raise fail("spm_character_coverage", f"got {coverage!r}", "Use a number in (0, 1].")
+    check_coverage(cfg)
+    check_optional_file(cfg, "spm_model_path")
     check_int(cfg, "spm_sample_size", 1)
     check_int(cfg, "max_len", 2)
     check_int(cfg, "tokens_per_batch", 1)
     check_int(cfg, "num_buckets", 1)
+    if cfg.num_buckets > cfg.max_len:  # Lengths are multiples of 8 up to max_len: no more.
+        raise fail(
+            "num_buckets",
+            f"{cfg.num_buckets} buckets for rows of at most max_len={cfg.max_len} tokens",
+            f"Use at most {cfg.max_len} (a few, e.g. 8, keep compilations few).",
+        )
     check_int(cfg, "batch_multiple", 1)
     check_int(cfg, "shuffle_seed", 0)
     check_int(cfg, "eval_batch_size", 1)

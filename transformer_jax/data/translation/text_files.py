@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from transformer_jax.data.files import file_fingerprint, read_text
+from transformer_jax.data.files import file_fingerprint, read_text, split_lines
 
 __all__ = ["file_fingerprint", "read_aligned", "read_lines", "read_tsv"]
 
@@ -25,13 +25,9 @@ def read_lines(path: str | os.PathLike) -> list[str]:
 
     Raises:
       FileNotFoundError: the file does not exist.
-      ValueError: the file is empty or not valid UTF-8 (naming the line).
+      ValueError: the file is empty, not valid UTF-8 or holds a NUL byte (naming the line).
     """
-    text = read_text(path)
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+    return split_lines(read_text(path))
 
 
 def read_aligned(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> list[tuple[str, str]]:

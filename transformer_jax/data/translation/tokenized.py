@@ -124,10 +124,15 @@ def cached_tokenize(
     directory = storage.as_path(cache_root) / f"tokens-{digest}"
     meta_path = directory / "meta.json"
     if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
-        return TokenizedPairs(**{f: _load(directory / f"{f}.npy") for f in _FIELDS}), meta[
-            "split_size"
-        ]
+        try:  # Arrays only: np.load refuses pickled objects (allow_pickle=False).
+            split_size = json.loads(meta_path.read_bytes())["split_size"]
+            arrays = {f: _load(directory / f"{f}.npy") for f in _FIELDS}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(
+                f"{directory}: a damaged cache of tokenized text ({type(e).__name__}: {e}). "
+                f"Delete the folder: the next run tokenizes the text again."
+            ) from e
+        return TokenizedPairs(**arrays), split_size
     pairs, split_size = read_pairs()
     data = tokenize_pairs(tokenizer, pairs)
     meta = {"key": key, "tokenizer": tokenizer.fingerprint, "num_pairs": len(data)}
