@@ -154,8 +154,8 @@ def test_cross_attention_cache_is_computed_once():
     cache = model.init_cache(model.encode(src), model.source_mask(src), max_len=4)
     layer = cache["layers"][0]
     assert isinstance(layer["cross"], MemoryKV) and isinstance(layer["self"], KVCache)
-    assert layer["cross"].key.shape == (B, S, N, HD)
-    assert layer["self"].key.shape == (B, 4, N, HD)
+    assert layer["cross"].key.shape == (B, N, S, HD)  # heads first: read without a transpose
+    assert layer["self"].key.shape == (B, N, 4, HD)
     _, cache2 = model.decode_step(jnp.full((B,), 2), cache)
     assert cache2["layers"][0]["cross"] is layer["cross"]  # untouched, not recomputed
     assert int(cache2["layers"][0]["self"].index) == 1

@@ -10,6 +10,7 @@ from transformer_jax.nn.attention import (
     combine_masks,
     dot_product_attention,
     dot_product_attention_weights,
+    heads_first_attention,
     padding_mask,
     segment_mask,
 )
@@ -105,3 +106,29 @@ def test_weights_function_matches_softmax():
     w = dot_product_attention_weights(q, k)
     ref = jax.nn.softmax(jnp.einsum("btnh,bsnh->bnts", q, k) / np.sqrt(H), -1)
     np.testing.assert_allclose(w, ref, rtol=1e-5, atol=1e-6)
+
+
+def _mask_kinds():
+    """Every mask the decoders use, broadcastable to [B, N, T, S], and none."""
+    tokens = jnp.array([[5, 4, 3, 0, 0], [1, 2, 3, 4, 9]])
+    q_segments, kv_segments = jnp.array([[1, 1, 2], [1, 0, 0]]), jnp.array([[1, 1, 2, 2, 0]] * 2)
+    causal = causal_mask(S)[:, :, S - T :]  # the last T queries of S positions
+    no_keys = jnp.ones((B, 1, T, S), bool).at[:, :, 1].set(False)  # query 1 sees nothing
+    return {
+        "none": None,
+        "padding": padding_mask(tokens),
+        "causal": causal,
+        "segments": segment_mask(q_segments, kv_segments),
+        "padding+causal": combine_masks(padding_mask(tokens), causal),
+        "a row with no keys": no_keys,
+    }
+
+
+@pytest.mark.parametrize("kind", list(_mask_kinds()))
+def test_heads_first_attention_equals_the_reference(kind):
+    """The decoding caches' layout [B, N, S, H] gives the reference's output to rounding."""
+    q, k, v = _qkv(5)
+    mask = _mask_kinds()[kind]
+    expected = dot_product_attention(q, k, v, mask)
+    out = heads_first_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), mask)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)

@@ -65,12 +65,14 @@ def test_kv_cache_update_mask_and_reorder():
     cache = KVCache.empty(B, 6, N, D // N, jnp.float32)
     k = jnp.ones((B, 2, N, D // N))
     cache, live = cache.update(k, 2 * k)
-    chex.assert_shape([cache.key, cache.value], (B, 6, N, D // N))
+    chex.assert_shape([cache.key, cache.value], (B, N, 6, D // N))  # Heads first.
+    np.testing.assert_array_equal(cache.value[:, :, :2], 2.0)  # Written at positions 0 and 1,
+    np.testing.assert_array_equal(cache.value[:, :, 2:], 0.0)  # nothing after them.
     chex.assert_shape(live, (1, 1, 2, 6))
     assert int(cache.index) == 2
     np.testing.assert_array_equal(live[0, 0], [[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
     cache = cache.replace(key=cache.key.at[1].set(7.0))
-    memory = MemoryKV(jnp.zeros((B, S, N, D // N)), jnp.zeros((B, S, N, D // N)))
+    memory = MemoryKV(jnp.zeros((B, N, S, D // N)), jnp.zeros((B, N, S, D // N)))
     tree = {"self": cache, "cross": memory, "src_mask": jnp.ones((B, S), bool)}
     moved = reorder_cache(tree, jnp.array([1, 1, 0]))
     assert float(moved["self"].key[0, 0, 0, 0]) == 7.0 and float(moved["self"].key[2, 0, 0, 0]) == 1

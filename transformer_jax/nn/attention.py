@@ -53,6 +53,20 @@ def dropout(x: Array, rate: float, rng: jax.Array | None, deterministic: bool) -
     return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))
 
 
+def masked_softmax(logits: Float[Array, "B N T S"], mask: Mask | None) -> Float[Array, "B N T S"]:
+    """softmax over keys of float32 `logits` with masked keys removed.
+
+    Masked logits get the most negative finite value of float32; a query whose keys are all
+    masked gets all-zero weights (so its output is 0), never NaN.
+    """
+    if mask is None:
+        return jax.nn.softmax(logits, axis=-1)
+    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    weights = jax.nn.softmax(logits, axis=-1)
+    any_key = jnp.any(mask, axis=-1, keepdims=True)
+    return jnp.where(any_key, weights, 0.0)
+
+
 def dot_product_attention_weights(
     query: Float[Array, "B T N H"],
     key: Float[Array, "B S N H"],
@@ -60,19 +74,30 @@ def dot_product_attention_weights(
 ) -> Float[Array, "B N T S"]:
     """softmax(Q K^T / sqrt(d_k)) per head, with masked keys removed (§3.2.1, eq. 1).
 
-    The softmax runs in float32 whatever the input dtype. Masked logits get the most negative
-    finite value of float32; a query whose keys are all masked gets all-zero weights (so its
-    output is 0), never NaN.
+    The softmax runs in float32 whatever the input dtype (see `masked_softmax` for masks).
     """
     depth = query.shape[-1]
     logits = jnp.einsum("BTNH,BSNH->BNTS", query, key, preferred_element_type=jnp.float32)
     logits = logits / jnp.sqrt(jnp.float32(depth))
-    if mask is None:
-        return jax.nn.softmax(logits, axis=-1).astype(query.dtype)
-    logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
-    weights = jax.nn.softmax(logits, axis=-1)
-    any_key = jnp.any(mask, axis=-1, keepdims=True)
-    return jnp.where(any_key, weights, 0.0).astype(query.dtype)
+    return masked_softmax(logits, mask).astype(query.dtype)
+
+
+def heads_first_attention(
+    query: Float[Array, "B T N H"],
+    key: Float[Array, "B N S H"],
+    value: Float[Array, "B N S H"],
+    mask: Mask | None = None,
+) -> Float[Array, "B T N H"]:
+    """`dot_product_attention` (no dropout) over keys and values stored heads first.
+
+    For decoding caches: the logits and output matmuls batch over (B, N), so keys and values in
+    `[B, N, S, H]` are read as they lie, where `[B, S, N, H]` makes XLA transpose the whole
+    cache at every step. Same result as `dot_product_attention(query, key.swapaxes(1, 2), ...)`.
+    """
+    depth = query.shape[-1]
+    logits = jnp.einsum("BTNH,BNSH->BNTS", query, key, preferred_element_type=jnp.float32)
+    weights = masked_softmax(logits / jnp.sqrt(jnp.float32(depth)), mask).astype(value.dtype)
+    return jnp.einsum("BNTS,BNSH->BTNH", weights, value)
 
 
 def dot_product_attention(

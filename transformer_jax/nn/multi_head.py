@@ -8,6 +8,9 @@ is written once, here:
 - `MemoryKV`: keys/values of a fixed memory (the encoder output for cross-attention), projected
   once before decoding and read at every step.
 
+Both store keys and values heads first, `[B, N, C, H]`: the attention matmuls batch over
+(B, N), so this is the layout they read without a transpose of the whole cache at every step.
+
 Letters: B batch (rows), T query length, S key/value length, C cache length, N heads, H head dim,
 D model dim.
 """
@@ -21,40 +24,51 @@ import jax.numpy as jnp
 from flax import nnx, struct
 from jaxtyping import Array, Bool, Float, Int
 
-from transformer_jax.nn.attention import Mask, combine_masks, dot_product_attention
+from transformer_jax.nn.attention import (
+    Mask,
+    combine_masks,
+    dot_product_attention,
+    heads_first_attention,
+)
 from transformer_jax.nn.layers import param, xavier_uniform
 
 
 @struct.dataclass
 class KVCache:
-    """Self-attention keys and values of one layer, `[B, C, N, H]`, and the next free position.
+    """Self-attention keys and values of one layer, `[B, N, C, H]`, and the next free position.
 
     Position `index + t` of a `T`-token update may attend to cached positions `0 .. index + t`:
     the cache itself is the causal mask (§3.2.3).
     """
 
-    key: Float[Array, "B C N H"]
-    value: Float[Array, "B C N H"]
+    key: Float[Array, "B N C H"]
+    value: Float[Array, "B N C H"]
     index: Int[Array, ""]
 
     @classmethod
     def empty(cls, batch: int, length: int, num_heads: int, head_dim: int, dtype) -> KVCache:
         """An empty cache for `length` positions."""
-        zeros = jnp.zeros((batch, length, num_heads, head_dim), dtype)
+        zeros = jnp.zeros((batch, num_heads, length, head_dim), dtype)
         return cls(key=zeros, value=zeros, index=jnp.zeros((), jnp.int32))
 
     def update(
         self, key: Float[Array, "B T N H"], value: Float[Array, "B T N H"]
     ) -> tuple[KVCache, Bool[Array, "1 1 T C"]]:
         """Writes `T` new positions at `index`; returns the new cache and their causal mask."""
-        start = (0, self.index, 0, 0)
+        start = (0, 0, self.index, 0)
+
+        def write(cache, new):  # Only the T new positions are transposed.
+            return jax.lax.dynamic_update_slice(
+                cache, new.swapaxes(1, 2).astype(cache.dtype), start
+            )
+
         new = KVCache(
-            key=jax.lax.dynamic_update_slice(self.key, key.astype(self.key.dtype), start),
-            value=jax.lax.dynamic_update_slice(self.value, value.astype(self.value.dtype), start),
+            key=write(self.key, key),
+            value=write(self.value, value),
             index=self.index + key.shape[1],
         )
         query_pos = self.index + jnp.arange(key.shape[1])  # [T]
-        live = jnp.arange(self.key.shape[1])[None, :] <= query_pos[:, None]  # [T, C]
+        live = jnp.arange(self.key.shape[2])[None, :] <= query_pos[:, None]  # [T, C]
         return new, live[None, None]
 
     def reorder(self, rows: Int[Array, " R"]) -> KVCache:
@@ -64,10 +78,10 @@ class KVCache:
 
 @struct.dataclass
 class MemoryKV:
-    """Keys and values of a fixed memory, `[B, S, N, H]`, projected once (cross-attention)."""
+    """Keys and values of a fixed memory, `[B, N, S, H]`, projected once (cross-attention)."""
 
-    key: Float[Array, "B S N H"]
-    value: Float[Array, "B S N H"]
+    key: Float[Array, "B N S H"]
+    value: Float[Array, "B N S H"]
 
     def reorder(self, rows: Int[Array, " R"]) -> MemoryKV:
         """Unchanged: beam search reorders rows only among the beams of one input, which share
@@ -163,10 +177,14 @@ class MultiHeadAttention(nnx.Module):
             deterministic=deterministic,
             return_weights=True,
         )
+        return self._output(heads), weights
+
+    def _output(self, heads: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
+        """Concat(head_1..head_h) W^O (+ bias)."""
         out = jnp.einsum("BTNH,NHD->BTD", heads, self.out[...].astype(self.dtype))
         if self.use_bias:
             out = out + self.out_bias[...].astype(self.dtype)
-        return out, weights
+        return out
 
     def __call__(
         self,
@@ -190,8 +208,10 @@ class MultiHeadAttention(nnx.Module):
         return KVCache.empty(batch, length, self.num_heads, self.head_dim, self.dtype)
 
     def memory(self, x_kv: Float[Array, "B S D"]) -> MemoryKV:
-        """The keys and values of a fixed memory, projected once for every decoding step."""
-        return MemoryKV(*self.key_value(x_kv))
+        """The keys and values of a fixed memory, projected and laid out heads first once for
+        every decoding step."""
+        k, v = self.key_value(x_kv)
+        return MemoryKV(k.swapaxes(1, 2), v.swapaxes(1, 2))
 
     def cached(
         self,
@@ -205,7 +225,8 @@ class MultiHeadAttention(nnx.Module):
         the cache and each attends causally to everything cached so far (and to `mask`, e.g.
         the padding of a prompt). With a `MemoryKV`, `x_q` attends to the memory under `mask`.
         """
-        if isinstance(cache, MemoryKV):
-            return self.attend(x_q, cache.key, cache.value, mask)[0], cache
-        cache, live = cache.update(*self.key_value(x_q))
-        return self.attend(x_q, cache.key, cache.value, combine_masks(live, mask))[0], cache
+        if not isinstance(cache, MemoryKV):
+            cache, live = cache.update(*self.key_value(x_q))
+            mask = combine_masks(live, mask)
+        q = self._project(x_q, self.query, "query_bias")
+        return self._output(heads_first_attention(q, cache.key, cache.value, mask)), cache

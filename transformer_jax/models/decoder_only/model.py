@@ -124,7 +124,7 @@ class DecoderOnly(nnx.Module):
         index, start = cache["index"], cache["start"]
         columns = index + jnp.arange(tokens.shape[1])  # [T] cache slots being written
         positions = jnp.maximum(columns[None, :] - start[:, None], 0)  # [B, T]
-        slots = jnp.arange(cache["layers"][0]["self"].key.shape[1])  # [C]
+        slots = jnp.arange(cache["layers"][0]["self"].key.shape[2])  # [C]
         live = (slots[None, :] >= start[:, None])[:, None, None, :]  # [B, 1, 1, C]: no padding
         x = self._embed(tokens, positions, None, True)
         y, layers = self.decoder.decode(x, cache["layers"], live)
