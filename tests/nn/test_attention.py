@@ -11,7 +11,9 @@ from transformer_jax.nn.attention import (
     dot_product_attention,
     dot_product_attention_weights,
     heads_first_attention,
+    kernel_attention,
     padding_mask,
+    resolve_kernel,
     segment_mask,
 )
 
@@ -132,3 +134,55 @@ def test_heads_first_attention_equals_the_reference(kind):
     expected = dot_product_attention(q, k, v, mask)
     out = heads_first_attention(q, k.swapaxes(1, 2), v.swapaxes(1, 2), mask)
     np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", list(_mask_kinds()))
+def test_kernel_attention_equals_the_reference(kind):
+    """jax.nn.dot_product_attention (the XLA path; cuDNN needs a GPU) computes the reference's
+    output and gradients to float32 rounding for every mask, cross-attention shapes (T != S)."""
+    q, k, v = _qkv(7)
+    mask = _mask_kinds()[kind]
+
+    def loss(fn, q, k, v):
+        return jnp.sum(jnp.sin(fn(q, k, v, mask)))
+
+    def kernel(q, k, v, mask):
+        return kernel_attention(q, k, v, mask, implementation="xla")
+
+    np.testing.assert_allclose(
+        kernel(q, k, v, mask), dot_product_attention(q, k, v, mask), rtol=1e-6, atol=1e-6
+    )
+    grads = jax.grad(lambda *a: loss(kernel, *a), argnums=(0, 1, 2))(q, k, v)
+    expected = jax.grad(lambda *a: loss(dot_product_attention, *a), argnums=(0, 1, 2))(q, k, v)
+    for got, want in zip(grads, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "segments"])
+def test_kernel_is_causal_equals_the_causal_mask(kind):
+    """Self-attention (T = S): `is_causal` = the reference with `causal_mask` added, including a
+    query whose only earlier keys are masked (output 0, as in the reference)."""
+    q, k, v = _qkv(8)
+    q = k + 0.5  # T = S
+    tokens = jnp.array([[0, 4, 3, 2, 1], [1, 2, 3, 4, 0]])  # Row 0: query 0 has no visible key.
+    segments = jnp.array([[1, 1, 2, 2, 0], [1, 2, 2, 3, 3]])
+    mask = {
+        "none": None,
+        "padding": padding_mask(tokens),
+        "segments": segment_mask(segments, segments),
+    }[kind]
+    expected = dot_product_attention(q, k, v, combine_masks(causal_mask(S), mask))
+    out = kernel_attention(q, k, v, mask, is_causal=True, implementation="xla")
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="as many queries as keys"):
+        kernel_attention(q[:, :T], k, v, None, is_causal=True)
+
+
+def test_resolve_kernel_by_backend_and_dtype():
+    assert resolve_kernel("auto", jnp.float32, "cpu") == "reference"
+    assert resolve_kernel("auto", jnp.float32, "tpu") == "xla"
+    assert resolve_kernel("auto", jnp.bfloat16, "gpu") == "cudnn"
+    assert resolve_kernel("auto", jnp.float32, "gpu") == "xla"  # cuDNN flash takes 16-bit only
+    assert resolve_kernel("xla", jnp.float32, "cpu") == "xla"
+    with pytest.raises(ValueError, match="attention_kernel='flash' is not one of"):
+        resolve_kernel("flash", jnp.float32)

@@ -21,23 +21,25 @@ def _x(seed, length=T):
     return jax.random.normal(jax.random.key(seed), (B, length, D))
 
 
+@pytest.mark.parametrize("kernel", ["reference", "xla"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_causal_flag_decides_whether_the_future_is_seen(causal):
-    block = Block(_spec(causal=causal), rngs=nnx.Rngs(0))
+def test_causal_flag_decides_whether_the_future_is_seen(causal, kernel):
+    block = Block(_spec(causal=causal, attention_kernel=kernel), rngs=nnx.Rngs(0))
     x = _x(1)
-    ref, weights = block(x, None)
-    changed, _ = block(x.at[:, -1].add(1.0), None)
+    ref, weights = block(x, None, return_weights=True)
+    changed, _ = block(x.at[:, -1].add(1.0), None)  # Without weights: the kernel runs.
     past_unchanged = np.allclose(changed[:, :-1], ref[:, :-1], atol=1e-6)
     assert past_unchanged == causal
     upper = np.triu(np.asarray(weights["self"]), k=1)
     assert (np.abs(upper).max() == 0.0) == causal
+    assert block(x, None)[1] == {}  # Weights only when asked for.
 
 
 def test_cross_attention_is_optional_and_needs_memory():
     encoder_block = Block(_spec(causal=False), rngs=nnx.Rngs(0))
     assert not hasattr(encoder_block, "cross_attn")
     decoder_block = Block(_spec(cross_attention=True), rngs=nnx.Rngs(0))
-    out, weights = decoder_block(_x(1), None, memory=_x(2, S))
+    out, weights = decoder_block(_x(1), None, memory=_x(2, S), return_weights=True)
     assert out.shape == (B, T, D) and weights["cross"].shape == (B, N, T, S)
     with pytest.raises(ValueError, match="needs memory"):
         decoder_block(_x(1), None)

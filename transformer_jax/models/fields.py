@@ -6,6 +6,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from transformer_jax.nn.attention import ATTENTION_KERNELS
 from transformer_jax.nn.blocks import BlockSpec
 from transformer_jax.nn.layers import ACTIVATIONS
 
@@ -17,6 +18,7 @@ CHOICES = {  # Fields every model that has them restricts to these values.
     "activation": tuple(ACTIVATIONS),
     "positional": ("sinusoidal", "learned"),
     "dtype": tuple(DTYPES),
+    "attention_kernel": ATTENTION_KERNELS,
 }
 
 
@@ -108,4 +110,5 @@ def block_spec(cfg, *, causal: bool, cross_attention: bool) -> BlockSpec:
         use_bias=cfg.use_bias,
         layer_norm_eps=cfg.layer_norm_eps,
         dtype=cfg.compute_dtype,
+        attention_kernel=cfg.attention_kernel,
     )

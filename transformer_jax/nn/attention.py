@@ -3,6 +3,11 @@
 Letters used in shapes and einsum strings: B batch, T query length, S key/value length,
 N heads, H head dim. Masks are boolean, True where a query may attend to a key, and broadcast
 to `[B, N, T, S]`.
+
+Two implementations compute the same function. `dot_product_attention` is the reference: the
+equation written out, with attention weights to return and dropout on them. `kernel_attention`
+hands the work to `jax.nn.dot_product_attention` (XLA's fused attention, cuDNN's flash attention
+on NVIDIA GPUs), which never returns the weights; `attention_kernel` says which a model uses.
 """
 
 from __future__ import annotations
@@ -12,6 +17,11 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 Mask = Bool[Array, "#B #N #T #S"]
+
+# How a model computes attention when it does not return the weights (a model config field):
+# "auto" picks per backend (`resolve_kernel`), "reference" the written-out equation, "xla" and
+# "cudnn" the implementations of `jax.nn.dot_product_attention`.
+ATTENTION_KERNELS = ("auto", "reference", "xla", "cudnn")
 
 
 def padding_mask(tokens: Int[Array, "B S"], pad_id: int = 0) -> Bool[Array, "B 1 1 S"]:
@@ -130,3 +140,59 @@ def dot_product_attention(
     dropped = dropout(weights, dropout_rate, dropout_rng, deterministic)
     out = jnp.einsum("BNTS,BSNH->BTNH", dropped, value)
     return (out, weights) if return_weights else out
+
+
+def resolve_kernel(kernel: str, dtype, backend: str | None = None) -> str:
+    """The implementation `kernel` means on `backend` (default: JAX's default backend).
+
+    "auto" is "cudnn" on GPUs for 16-bit dtypes (cuDNN's flash attention takes only those),
+    "xla" on other GPU and TPU runs, and "reference" on CPUs, where XLA's fused attention was
+    measured no faster than the written-out equation (and slower in the backward pass:
+    benchmarks/attention_kernels.py).
+    """
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"attention_kernel={kernel!r} is not one of {ATTENTION_KERNELS}.")
+    if kernel != "auto":
+        return kernel
+    backend = backend or jax.default_backend()
+    if backend == "gpu":
+        return "cudnn" if jnp.dtype(dtype).itemsize == 2 else "xla"
+    return "xla" if backend == "tpu" else "reference"
+
+
+def kernel_attention(
+    query: Float[Array, "B T N H"],
+    key: Float[Array, "B S N H"],
+    value: Float[Array, "B S N H"],
+    mask: Mask | None = None,
+    *,
+    is_causal: bool = False,
+    implementation: str = "xla",
+) -> Float[Array, "B T N H"]:
+    """`dot_product_attention` (no dropout, no weights) by `jax.nn.dot_product_attention`.
+
+    Args:
+      query, key, value: `[B, T, N, H]`, `[B, S, N, H]`, `[B, S, N, H]`.
+      mask: boolean, broadcastable to `[B, N, T, S]`, True where attending is allowed.
+      is_causal: also mask keys after each query (§3.2.3) without building a `[T, T]` mask
+        (the form flash kernels take); self-attention only (T = S).
+      implementation: "xla" or "cudnn".
+
+    Returns:
+      `[B, T, N, H]`, equal to the reference to float rounding; a query with no key it may
+      attend to gets 0, as in the reference (the kernels would average over masked keys).
+    """
+    if is_causal and query.shape[1] != key.shape[1]:
+        raise ValueError(
+            f"is_causal needs as many queries as keys (self-attention), got {query.shape[1]} "
+            f"queries and {key.shape[1]} keys."
+        )
+    out = jax.nn.dot_product_attention(
+        query, key, value, mask=mask, is_causal=is_causal, implementation=implementation
+    )
+    if mask is None:
+        return out
+    if is_causal:  # Query t sees keys 0..t: one of those must be allowed, not any in the row.
+        mask = jnp.logical_and(mask, causal_mask(query.shape[1]))
+    any_key = jnp.any(mask, axis=-1)  # [#B, #N, #T]
+    return jnp.where(any_key.swapaxes(1, 2)[..., None], out, jnp.zeros((), out.dtype))

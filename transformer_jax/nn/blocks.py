@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float
 
-from transformer_jax.nn.attention import causal_mask, combine_masks, dropout
+from transformer_jax.nn.attention import dropout
 from transformer_jax.nn.layers import FeedForward, LayerNorm
 from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
 from transformer_jax.sharding import constrain_batch
@@ -48,6 +48,8 @@ class BlockSpec:
       use_bias: biases in the attention projections.
       layer_norm_eps: LayerNorm epsilon.
       dtype: computation dtype (parameters stay float32).
+      attention_kernel: how attention runs when its weights are not returned (one of
+        `transformer_jax.nn.attention.ATTENTION_KERNELS`).
     """
 
     d_model: int
@@ -62,6 +64,7 @@ class BlockSpec:
     use_bias: bool = True
     layer_norm_eps: float = 1e-6
     dtype: object = jnp.float32
+    attention_kernel: str = "auto"
 
 
 class Block(nnx.Module):
@@ -79,6 +82,7 @@ class Block(nnx.Module):
                 use_bias=spec.use_bias,
                 dropout_rate=spec.attention_dropout_rate,
                 dtype=spec.dtype,
+                attention_kernel=spec.attention_kernel,
                 rngs=rngs,
             )
 
@@ -122,6 +126,7 @@ class Block(nnx.Module):
         cross_mask: CrossMask | None = None,
         rng: jax.Array | None = None,
         deterministic: bool = True,
+        return_weights: bool = False,
     ) -> tuple[Float[Array, "B T D"], dict[str, Array]]:
         """A full-sequence pass (training, scoring).
 
@@ -132,16 +137,25 @@ class Block(nnx.Module):
           memory: `[B, S, D]`, required with cross-attention.
           cross_mask: cross-attention mask, broadcastable to `[B, N, T, S]`.
           rng, deterministic: dropout.
+          return_weights: return the attention weights (the reference attention runs then;
+            without them the spec's attention kernel may).
 
         Returns:
-          The output `[B, T, D]` and the attention weights: `{"self": [B, N, T, T]}` and, with
-          cross-attention, `"cross": [B, N, T, S]`.
+          The output `[B, T, D]` and the attention weights (empty unless `return_weights`):
+          `{"self": [B, N, T, T]}` and, with cross-attention, `"cross": [B, N, T, S]`.
         """
-        if self.spec.causal:
-            mask = combine_masks(causal_mask(x.shape[1]), mask)
+        causal = self.spec.causal
 
         def self_attention(h, key):
-            return self.self_attn(h, h, mask, rng=key, deterministic=deterministic)
+            return self.self_attn(
+                h,
+                h,
+                mask,
+                is_causal=causal,
+                rng=key,
+                deterministic=deterministic,
+                return_weights=return_weights,
+            )
 
         # Sublayer keys: 0 self-attention, 1 cross-attention, 2 feed-forward.
         x, weights = self._residual(
@@ -153,13 +167,20 @@ class Block(nnx.Module):
                 raise ValueError("Block with cross_attention needs memory=[B, S, D].")
 
             def cross_attention(h, key):
-                return self.cross_attn(h, memory, cross_mask, rng=key, deterministic=deterministic)
+                return self.cross_attn(
+                    h,
+                    memory,
+                    cross_mask,
+                    rng=key,
+                    deterministic=deterministic,
+                    return_weights=return_weights,
+                )
 
             x, out["cross"] = self._residual(
                 x, cross_attention, self.cross_attn_norm, fold(rng, 1), deterministic
             )
         x, _ = self._ffn(x, fold(rng, 2), deterministic)
-        return x, out
+        return x, out if return_weights else {}
 
     # ---------------------------------------------------------------------------- decoding
     def init_cache(self, batch: int, length: int, memory: Float[Array, "B S D"] | None = None):
@@ -223,6 +244,7 @@ class Stack(nnx.Module):
         cross_mask: CrossMask | None = None,
         rng: jax.Array | None = None,
         deterministic: bool = True,
+        return_weights: bool = False,
     ) -> tuple[Float[Array, "B T D"], list[dict[str, Array]]]:
         """`[B, T, D]` -> (`[B, T, D]`, per-layer attention weights as `Block` returns them)."""
         weights = []
@@ -234,6 +256,7 @@ class Stack(nnx.Module):
                 cross_mask=cross_mask,
                 rng=fold(rng, i),
                 deterministic=deterministic,
+                return_weights=return_weights,
             )
             x = constrain_batch(x)
             weights.append(w)

@@ -26,9 +26,12 @@ from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.nn.attention import (
     Mask,
+    causal_mask,
     combine_masks,
     dot_product_attention,
     heads_first_attention,
+    kernel_attention,
+    resolve_kernel,
 )
 from transformer_jax.nn.layers import param, xavier_uniform
 
@@ -107,6 +110,10 @@ class MultiHeadAttention(nnx.Module):
     `use_bias`, queries, values and the output get biases; keys never do: a key bias adds the
     same amount q.b to every logit of a query, which the softmax cancels, so its gradient is
     zero and Adam would only turn rounding noise into updates.
+
+    `attention_kernel` (see `transformer_jax.nn.attention.ATTENTION_KERNELS`) says how attention
+    is computed when its weights are not returned and no dropout falls on them; otherwise the
+    reference equation runs.
     """
 
     def __init__(
@@ -117,6 +124,7 @@ class MultiHeadAttention(nnx.Module):
         use_bias: bool = True,
         dropout_rate: float = 0.0,
         dtype=jnp.float32,
+        attention_kernel: str = "auto",
         rngs: nnx.Rngs,
     ):
         if d_model % num_heads:
@@ -138,6 +146,7 @@ class MultiHeadAttention(nnx.Module):
         self.num_heads, self.head_dim = n, h
         self.dropout_rate = dropout_rate
         self.dtype = dtype
+        self.kernel = resolve_kernel(attention_kernel, dtype)
 
     def _project(self, x, kernel, bias_name):
         y = jnp.einsum("BLD,DNH->BLNH", x.astype(self.dtype), kernel[...].astype(self.dtype))
@@ -158,15 +167,24 @@ class MultiHeadAttention(nnx.Module):
         v: Float[Array, "B S N H"],
         mask: Mask | None = None,
         *,
+        is_causal: bool = False,
         rng: jax.Array | None = None,
         deterministic: bool = True,
-    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"]]:
+        return_weights: bool = True,
+    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"] | None]:
         """Attention of the queries from `x_q` over already-projected keys and values.
 
-        Returns the output `[B, T, D]` and the attention weights `[B, N, T, S]` (unused weights
-        cost nothing under jit: XLA drops them).
+        `is_causal` adds the causal mask (self-attention, T = S). Returns the output `[B, T, D]`
+        and the attention weights `[B, N, T, S]`, or None for them when `return_weights` is
+        False, which lets the attention kernel run.
         """
         q = self._project(x_q, self.query, "query_bias")
+        dropping = not deterministic and self.dropout_rate > 0.0
+        if not (return_weights or dropping or self.kernel == "reference"):
+            heads = kernel_attention(q, k, v, mask, is_causal=is_causal, implementation=self.kernel)
+            return self._output(heads), None
+        if is_causal:
+            mask = combine_masks(causal_mask(x_q.shape[1]), mask)
         heads, weights = dot_product_attention(
             q,
             k,
@@ -177,7 +195,7 @@ class MultiHeadAttention(nnx.Module):
             deterministic=deterministic,
             return_weights=True,
         )
-        return self._output(heads), weights
+        return self._output(heads), weights if return_weights else None
 
     def _output(self, heads: Float[Array, "B T N H"]) -> Float[Array, "B T D"]:
         """Concat(head_1..head_h) W^O (+ bias)."""
@@ -192,15 +210,27 @@ class MultiHeadAttention(nnx.Module):
         x_kv: Float[Array, "B S D"],
         mask: Mask | None = None,
         *,
+        is_causal: bool = False,
         rng: jax.Array | None = None,
         deterministic: bool = True,
-    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"]]:
+        return_weights: bool = True,
+    ) -> tuple[Float[Array, "B T D"], Float[Array, "B N T S"] | None]:
         """Self-attention when `x_kv is x_q`, encoder-decoder attention when `x_kv` is memory.
 
-        Returns the output `[B, T, D]` and the attention weights `[B, N, T, S]`.
+        Returns the output `[B, T, D]` and the attention weights `[B, N, T, S]` (None unless
+        `return_weights`; see `attend`).
         """
         k, v = self.key_value(x_kv)
-        return self.attend(x_q, k, v, mask, rng=rng, deterministic=deterministic)
+        return self.attend(
+            x_q,
+            k,
+            v,
+            mask,
+            is_causal=is_causal,
+            rng=rng,
+            deterministic=deterministic,
+            return_weights=return_weights,
+        )
 
     # ---------------------------------------------------------------------------- decoding
     def init_cache(self, batch: int, length: int) -> KVCache:

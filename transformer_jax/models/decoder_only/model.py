@@ -87,7 +87,9 @@ class DecoderOnly(nnx.Module):
         else:
             mask = padding_mask(tokens, self.cfg.pad_id)
         x = self._embed(tokens, positions, fold(rng, 0), deterministic)
-        y, weights = self.decoder(x, mask, rng=fold(rng, 1), deterministic=deterministic)
+        y, weights = self.decoder(
+            x, mask, rng=fold(rng, 1), deterministic=deterministic, return_weights=return_attention
+        )
         logits = self.embed.attend(y)
         if return_attention:
             return logits, [w["self"] for w in weights]

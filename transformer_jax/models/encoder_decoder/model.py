@@ -109,7 +109,13 @@ class Transformer(nnx.Module):
         else:
             mask = padding_mask(src, self.cfg.pad_id)
         x = self._embed(self.src_embed, src, src_positions, fold(rng, 0), deterministic)
-        memory, weights = self.encoder(x, mask, rng=fold(rng, 1), deterministic=deterministic)
+        memory, weights = self.encoder(
+            x,
+            mask,
+            rng=fold(rng, 1),
+            deterministic=deterministic,
+            return_weights=return_attention,
+        )
         if return_attention:
             return memory, [w["self"] for w in weights]
         return memory
@@ -148,6 +154,7 @@ class Transformer(nnx.Module):
             cross_mask=cross_mask,
             rng=fold(rng, 3),
             deterministic=deterministic,
+            return_weights=return_attention,
         )
         logits = self._logits(y)
         if return_attention:

@@ -98,7 +98,11 @@ class EncoderOnly(nnx.Module):
         x = dropout(self.embed_norm(x), self.cfg.dropout_rate, fold(rng, 0), deterministic)
         mask = padding_mask(tokens, self.cfg.pad_id)
         hidden, weights = self.encoder(
-            constrain_batch(x), mask, rng=fold(rng, 1), deterministic=deterministic
+            constrain_batch(x),
+            mask,
+            rng=fold(rng, 1),
+            deterministic=deterministic,
+            return_weights=return_attention,
         )
         if return_attention:
             return hidden, [w["self"] for w in weights]

@@ -41,6 +41,7 @@ class VitConfig(TransformerFields):
     use_bias: bool = True  # Biases in attention projections (keys never have one).
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
+    attention_kernel: str = "auto"  # "auto" (by backend), "reference", "xla", "cudnn" (§3.2.1).
 
     def __post_init__(self):
         check_transformer_fields(

@@ -94,17 +94,23 @@ class VisionTransformer(nnx.Module):
         *,
         rng: jax.Array | None = None,
         deterministic: bool = True,
+        return_attention: bool = True,
     ) -> tuple[Float[Array, "B T D"], list[Float[Array, "B N T T"]]]:
-        """(final hidden states, each layer's self-attention weights `[B, heads, T, T]`)."""
+        """(final hidden states, each layer's self-attention weights `[B, heads, T, T]`; an
+        empty list without `return_attention`, which lets the attention kernel run)."""
         if not deterministic and rng is None:
             raise ValueError(
                 "VisionTransformer: deterministic=False (dropout on) needs rng=<PRNG key>."
             )
         x = dropout(self.embed(images), self.cfg.dropout_rate, fold(rng, 0), deterministic)
         hidden, weights = self.encoder(
-            constrain_batch(x), None, rng=fold(rng, 1), deterministic=deterministic
+            constrain_batch(x),
+            None,
+            rng=fold(rng, 1),
+            deterministic=deterministic,
+            return_weights=return_attention,
         )
-        return hidden, [w["self"] for w in weights]
+        return hidden, [w["self"] for w in weights] if return_attention else []
 
     def pool(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B D"]:
         """The image as one vector: the [CLS] output, or the mean of the patch outputs."""
@@ -125,6 +131,8 @@ class VisionTransformer(nnx.Module):
         return_attention: bool = False,
     ):
         """Class logits `[B, K]`; with `return_attention=True` also the per-layer weights."""
-        hidden, weights = self.encode(images, rng=rng, deterministic=deterministic)
+        hidden, weights = self.encode(
+            images, rng=rng, deterministic=deterministic, return_attention=return_attention
+        )
         logits = self.head(self.pool(hidden))
         return (logits, weights) if return_attention else logits
