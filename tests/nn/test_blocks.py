@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from transformer_jax.nn import Block, BlockSpec, KVCache, MemoryKV, Stack, reorder_cache
+from transformer_jax.nn import (
+    Block,
+    BlockSpec,
+    KVCache,
+    MemoryKV,
+    Stack,
+    reorder_cache,
+    repeat_cache,
+)
 
 # All different: batch 3, length 7, memory 5, heads 2, model dim 12.
 B, T, S, N, D = 3, 7, 5, 2, 12
@@ -84,3 +92,20 @@ def test_kv_cache_update_mask_and_reorder():
 def test_bad_norm_is_refused():
     with pytest.raises(ValueError, match="norm must be one of"):
         Block(_spec(norm="middle"), rngs=nnx.Rngs(0))
+
+
+def test_beams_share_one_memory_row_per_input():
+    """After `repeat_cache` the self-attention cache has K rows per input and the memory one;
+    K beam rows attending to that one row equal attention to a memory copied K times."""
+    k = 3
+    block = Block(_spec(cross_attention=True), rngs=nnx.Rngs(0))
+    memory = _x(2, S)
+    cross_mask = jnp.ones((B, 1, 1, S), bool).at[0, ..., -2:].set(False)
+    cache = repeat_cache(block.init_cache(B, 4, memory), k)
+    assert cache["self"].key.shape[0] == B * k and cache["cross"].key.shape[0] == B
+    copied = block.init_cache(B * k, 4, jnp.repeat(memory, k, axis=0))
+    x = _x(3, 1)
+    x = jnp.repeat(x, k, axis=0) + jnp.arange(B * k)[:, None, None] * 0.1  # beams differ
+    shared, _ = block.decode(x, cache, cross_mask=cross_mask)
+    expected, _ = block.decode(x, copied, cross_mask=jnp.repeat(cross_mask, k, axis=0))
+    np.testing.assert_allclose(shared, expected, rtol=1e-5, atol=1e-6)

@@ -1,10 +1,10 @@
 """Decoding with a Transformer: greedy, beam search (§6.1) and sampling, jit-compiled.
 
 The encoder runs once per batch; every decoder step is one `Transformer.decode_step` on the KV
-cache, inside the `lax.while_loop` of `transformer_jax.search`. Beam search repeats the cache to
-B*K rows once and then `reorder_cache` gathers the self-attention keys/values of each new
-beam's parent every step (the encoder-decoder keys/values are the same for all beams of an
-item, so they stay put); the cache's layout is the attention module's business.
+cache, inside the `lax.while_loop` of `transformer_jax.search`. Beam search repeats the
+self-attention caches to B*K rows once and then `reorder_cache` gathers the keys/values of each
+new beam's parent every step; the encoder-decoder keys/values (and the source mask) stay one
+row per input, read by all K beams of it. The cache's layout is the attention module's business.
 `use_cache=False` re-runs the whole teacher-forced decoder on a fixed-size prefix each step
 instead: the reference that tests and benchmarks compare the cache against.
 
@@ -35,7 +35,7 @@ from transformer_jax.inference.search import (
     sampling_pick,
 )
 from transformer_jax.models.encoder_decoder import Transformer
-from transformer_jax.nn import reorder_cache
+from transformer_jax.nn import reorder_cache, repeat_cache
 from transformer_jax.tokens import BOS_ID, EOS_ID
 
 EXTRA_OUTPUT_LEN = 50  # §6.1: "maximum output length during inference to input length + 50".
@@ -108,9 +108,10 @@ def _cached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: 
 
     def step(tokens: Int[Array, " R"], cache: dict) -> tuple[Float[Array, "R V"], dict]:
         logits, cache = model.decode_step(tokens, cache)
-        return next_token_log_probs(logits, cache["src_mask"], model.cfg.pad_id, eos_id), cache
+        row_mask = jnp.repeat(cache["src_mask"], copies, axis=0)  # [B, S] -> [R, S]
+        return next_token_log_probs(logits, row_mask, model.cfg.pad_id, eos_id), cache
 
-    return step, _repeat_rows(cache, copies)
+    return step, repeat_cache(cache, copies)
 
 
 def _uncached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: int | None):

@@ -14,7 +14,13 @@ from transformer_jax.nn.attention import (
 )
 from transformer_jax.nn.blocks import Block, BlockSpec, Stack, fold
 from transformer_jax.nn.layers import ACTIVATIONS, Embedding, FeedForward, LayerNorm
-from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention, reorder_cache
+from transformer_jax.nn.multi_head import (
+    KVCache,
+    MemoryKV,
+    MultiHeadAttention,
+    reorder_cache,
+    repeat_cache,
+)
 from transformer_jax.nn.positional import sinusoidal_encoding
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "fold",
     "padding_mask",
     "reorder_cache",
+    "repeat_cache",
     "segment_mask",
     "sinusoidal_encoding",
 ]

@@ -5,7 +5,8 @@ position-wise feed-forward network, each a residual sublayer with post-LN (the p
 The encoder of the paper is a stack of non-causal blocks, its decoder a stack of causal blocks
 with cross-attention; a GPT is the decoder without cross-attention, BERT and ViT the encoder.
 
-Letters: B batch, T query length, S memory length, C cache length, N heads, D model dim.
+Letters: B batch, T query length, S memory length, C cache length, N heads, D model dim,
+I inputs decoded (B = I with greedy decoding, B = I * K with K beams).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ NORMS = ("post", "pre")
 SelfMask = Bool[Array, "#B #N #T #T"]
 CrossMask = Bool[Array, "#B #N #T #S"]
 CacheMask = Bool[Array, "#B #N #T #C"]
+# Cross-attention mask while decoding: one row per input (I), which its beams' rows share.
+MemoryMask = Bool[Array, "#I #N #T #S"]
 
 
 def fold(rng: jax.Array | None, i: int) -> jax.Array | None:
@@ -197,7 +200,7 @@ class Block(nnx.Module):
         x: Float[Array, "B T D"],
         cache: dict[str, KVCache | MemoryKV],
         mask: CacheMask | None = None,
-        cross_mask: CrossMask | None = None,
+        cross_mask: MemoryMask | None = None,
     ) -> tuple[Float[Array, "B T D"], dict[str, KVCache | MemoryKV]]:
         """The next `T` positions through the cache (inference: no dropout).
 
@@ -273,7 +276,7 @@ class Stack(nnx.Module):
         x: Float[Array, "B T D"],
         caches: tuple[dict, ...],
         mask: CacheMask | None = None,
-        cross_mask: CrossMask | None = None,
+        cross_mask: MemoryMask | None = None,
     ) -> tuple[Float[Array, "B T D"], tuple[dict, ...]]:
         """The next `T` positions through every layer's cache."""
         new = []

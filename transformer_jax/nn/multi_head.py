@@ -81,7 +81,12 @@ class KVCache:
 
 @struct.dataclass
 class MemoryKV:
-    """Keys and values of a fixed memory, `[B, N, S, H]`, projected once (cross-attention)."""
+    """Keys and values of a fixed memory, `[B, N, S, H]`, projected once (cross-attention).
+
+    One row per input, however many rows decode it: beam search's K beams of an input (rows
+    `b * K .. b * K + K - 1`) all read row `b`, so the memory is neither copied K times nor
+    read K times per step.
+    """
 
     key: Float[Array, "B N S H"]
     value: Float[Array, "B N S H"]
@@ -93,13 +98,31 @@ class MemoryKV:
         return self
 
 
+_CACHES = (KVCache, MemoryKV)
+
+
 def reorder_cache(cache: Any, rows: Int[Array, " R"]) -> Any:
     """Reorders every `KVCache` in a pytree of caches; everything else is per input and kept."""
-    caches = (KVCache, MemoryKV)
     return jax.tree.map(
-        lambda c: c.reorder(rows) if isinstance(c, caches) else c,
+        lambda c: c.reorder(rows) if isinstance(c, _CACHES) else c,
         cache,
-        is_leaf=lambda c: isinstance(c, caches),
+        is_leaf=lambda c: isinstance(c, _CACHES),
+    )
+
+
+def repeat_cache(cache: Any, copies: int) -> Any:
+    """Every `KVCache` row repeated `copies` times in place (row b -> rows b*copies ..); memory
+    and everything else stay one row per input (beam search starts K beams per input)."""
+    if copies == 1:
+        return cache
+    return jax.tree.map(
+        lambda c: (
+            jax.tree.map(lambda x: jnp.repeat(x, copies, axis=0) if jnp.ndim(x) else x, c)
+            if isinstance(c, KVCache)
+            else c
+        ),
+        cache,
+        is_leaf=lambda c: isinstance(c, _CACHES),
     )
 
 
@@ -247,16 +270,37 @@ class MultiHeadAttention(nnx.Module):
         self,
         x_q: Float[Array, "B T D"],
         cache: KVCache | MemoryKV,
-        mask: Mask | None = None,
+        mask: Bool[Array, "#M #N #T #S"] | None = None,
     ) -> tuple[Float[Array, "B T D"], KVCache | MemoryKV]:
         """Inference-time attention through a cache; returns the output and the new cache.
 
         With a `KVCache`, `x_q` holds the next `T` positions: their keys/values are written to
         the cache and each attends causally to everything cached so far (and to `mask`, e.g.
-        the padding of a prompt). With a `MemoryKV`, `x_q` attends to the memory under `mask`.
+        the padding of a prompt). With a `MemoryKV` of `B` inputs, `x_q` attends to the memory
+        under `mask`; it may hold `G` consecutive rows per input (beam search's beams). `mask`
+        has M = B rows with a `KVCache`, one row per input (or 1) with a `MemoryKV`.
         """
-        if not isinstance(cache, MemoryKV):
-            cache, live = cache.update(*self.key_value(x_q))
-            mask = combine_masks(live, mask)
+        if isinstance(cache, MemoryKV):
+            return self._output(self._memory_attention(x_q, cache, mask)), cache
+        cache, live = cache.update(*self.key_value(x_q))
         q = self._project(x_q, self.query, "query_bias")
-        return self._output(heads_first_attention(q, cache.key, cache.value, mask)), cache
+        heads = heads_first_attention(q, cache.key, cache.value, combine_masks(live, mask))
+        return self._output(heads), cache
+
+    def _memory_attention(
+        self, x_q: Float[Array, "R T D"], memory: MemoryKV, mask: Mask | None
+    ) -> Float[Array, "R T N H"]:
+        """Queries of `R = G * B` rows over the memory of `B` inputs: the `G` consecutive rows
+        of an input (its beams) are attended as `G * T` queries of that input's row. `mask`
+        has `B` rows (or 1) and no per-query axis (`[B, 1, 1, S]`)."""
+        q = self._project(x_q, self.query, "query_bias")
+        rows, length, n, h = q.shape
+        inputs = memory.key.shape[0]
+        if rows % inputs:
+            raise ValueError(
+                f"{rows} query rows cannot share the memory of {inputs} inputs: the rows must "
+                "be a whole number of copies of each input (beams in consecutive rows)."
+            )
+        grouped = q.reshape(inputs, rows // inputs * length, n, h)
+        heads = heads_first_attention(grouped, memory.key, memory.value, mask)
+        return heads.reshape(rows, length, n, h)

@@ -231,7 +231,9 @@ class Transformer(nnx.Module):
         """Logits for the next position given the token at position `cache["index"]`.
 
         Costs one position's projections plus attention over the cache: past positions are
-        never recomputed. Returns float32 logits `[B, V]` and the advanced cache.
+        never recomputed. Returns float32 logits `[B, V]` and the advanced cache. `tokens` may
+        hold G consecutive rows per input of the cache (beams, after `repeat_cache`): the
+        encoder-decoder keys/values and `src_mask` keep one row per input.
         """
         index = cache["index"]
         positions = jnp.broadcast_to(index, (tokens.shape[0], 1))
