@@ -12,6 +12,7 @@ from transformer_jax.inference.decoding import (
     EOS_ID,
     _check_source,
     beam_search,
+    cache_stages,
     greedy_decode,
     output_length,
     sample,
@@ -240,3 +241,16 @@ def test_repeated_calls_do_not_retrace(monkeypatch):
     beam_search(_model(3), _src(1), alpha=0.9, max_len=L)
     sample(_model(3), _src(1), jax.random.key(1), top_k=3, temperature=0.5, max_len=L)
     assert not traces
+
+
+def test_staged_cache_matches_uncached_over_several_stages():
+    """70 fixed-length steps run in two stages (a 32-position cache, then 70): the cached
+    greedy and beam outputs equal the uncached reference, which has no stages."""
+    assert cache_stages(70) == (32, 70) and cache_stages(L) == (L,)
+    model, src = _model(4), _src(4, batch=2)
+    for search, kw in ((greedy_decode, {}), (beam_search, dict(beam_size=2))):
+        tokens, scores = search(model, src, max_len=70, eos_id=None, **kw)
+        ref_tokens, ref_scores = search(model, src, max_len=70, eos_id=None, use_cache=False, **kw)
+        assert np.shape(tokens)[-1] == 70
+        np.testing.assert_array_equal(tokens, ref_tokens)
+        np.testing.assert_allclose(scores, ref_scores, rtol=1e-5, atol=1e-5)

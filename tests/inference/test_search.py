@@ -183,3 +183,29 @@ def test_sample_loop_pads_after_eos_and_stops_when_all_finished():
     np.testing.assert_array_equal(out.tokens, [[A, B, EOS] + [PAD] * 9] * 2)
     np.testing.assert_allclose(out.scores, np.log(0.9 * 0.8 * 0.7), rtol=1e-5)
     assert int(out.steps) == 3
+
+
+def test_staged_loop_grows_the_state_and_equals_one_stage():
+    """A step function whose state is a buffer of the positions seen: run in stages (3, 5, 8)
+    the buffer is resized before each stage, and the result equals one 8-step stage."""
+    seen_sizes = []
+
+    def step(tokens, buffer):
+        seen_sizes.append(buffer.shape[1])  # Traced once per stage.
+        total = jnp.where(buffer >= 0, buffer, 0).sum(1, keepdims=True)  # Size-independent.
+        log_probs = jax.nn.log_softmax(jnp.sin(jnp.arange(6.0) * (total + 1)))
+        return log_probs, buffer.at[:, jnp.argmin(buffer[0] >= 0)].set(tokens)
+
+    def grow(buffer, size):
+        return jnp.pad(buffer, ((0, 0), (0, size - buffer.shape[1])), constant_values=-1)
+
+    kw = dict(batch_size=2, max_len=8, bos_id=1, eos_id=None, pad_id=0)
+    start = jnp.full((2, 3), -1)
+    staged = sample_loop(step, start, stages=(3, 5, 8), grow_fn=grow, **kw)
+    assert seen_sizes == [3, 5, 8]
+    single = sample_loop(step, jnp.full((2, 8), -1), **kw)
+    np.testing.assert_array_equal(staged.tokens, single.tokens)
+    np.testing.assert_allclose(staged.scores, single.scores)
+    assert int(staged.steps) == 8
+    with pytest.raises(ValueError, match="stages must be increasing"):
+        sample_loop(step, start, stages=(5, 3, 8), grow_fn=grow, **kw)

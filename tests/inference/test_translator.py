@@ -11,6 +11,7 @@ from flax import nnx
 
 from tests.conftest import TINY_STEPS
 from transformer_jax import data as data_lib
+from transformer_jax.inference import decoding
 from transformer_jax.inference.attention_plot import plot_attention
 from transformer_jax.inference.decoding import greedy_decode
 from transformer_jax.inference.translator import Translator
@@ -125,6 +126,23 @@ def test_beam_size_one_equals_greedy(random_translator, sources):
     tokens, _ = greedy_decode(t.model, jnp.asarray(src), max_len=t.model.cfg.max_len)
     expected = [t.tokenizer.decode(row) for row in np.asarray(tokens)]
     assert t.translate(sources, beam_size=1, batch_size=8) == expected
+
+
+def test_batches_of_one_bucket_share_one_compiled_search(random_translator):
+    """Sources are padded to 16-token buckets and batches to a few row counts (a multiple of
+    the devices): new sentences, lengths and batch sizes inside a bucket compile nothing."""
+    t = random_translator
+    t.translate(["ab", "abc d"], beam_size=2)
+    t.translate(["abc"], beam_size=1)
+    compiled = decoding._beam_compiled._cache_size(), decoding._sample_compiled._cache_size()
+    t.translate(["a b c d e f", "b", "c d e"], beam_size=2)  # Other lengths, same bucket.
+    t.translate(["dcba", "ba"], beam_size=1)
+    t.translate(["b a"], beam_size=2, alpha=0.9)  # alpha is traced, not compiled in.
+    assert (decoding._beam_compiled._cache_size(), decoding._sample_compiled._cache_size()) == (
+        compiled
+    )
+    t.translate(["ab " * 12], beam_size=2)  # A longer bucket: one new program.
+    assert decoding._beam_compiled._cache_size() == compiled[0] + 1
 
 
 def test_blank_lines_are_not_decoded(translator, monkeypatch):

@@ -35,10 +35,11 @@ from transformer_jax.inference.search import (
     sampling_pick,
 )
 from transformer_jax.models.encoder_decoder import Transformer
-from transformer_jax.nn import reorder_cache, repeat_cache
+from transformer_jax.nn import grow_cache, reorder_cache, repeat_cache
 from transformer_jax.tokens import BOS_ID, EOS_ID
 
 EXTRA_OUTPUT_LEN = 50  # §6.1: "maximum output length during inference to input length + 50".
+FIRST_STAGE = 32  # Cached decoding: the KV cache holds 32 positions, then 64, 128... (below).
 
 
 # ------------------------------------------------------------------------------ validation
@@ -76,6 +77,23 @@ def _check_source(model: Transformer, src) -> Int[Array, "B S"]:
     return src
 
 
+def cache_stages(max_len: int) -> tuple[int, ...]:
+    """Where the KV cache grows while decoding `max_len` tokens: 32, 64, 128, ... positions
+    while the next size still fits twice in `max_len`, then `max_len`.
+
+    A step attends over (and beam search copies) the cache's current size, so growing keeps
+    that within about 2x of the positions filled (and within `FIRST_STAGE`), where a cache of
+    `max_len` from the first step costs the whole length at every step (source + 50 by
+    default, §6.1). Each stage compiles its own loop body: few stages, a few programs; below
+    64 tokens there is one.
+    """
+    stages, size = [], FIRST_STAGE
+    while 2 * size <= max_len:
+        stages.append(size)
+        size *= 2
+    return (*stages, max_len)
+
+
 # ------------------------------------------------------------------------------ step functions
 def next_token_log_probs(
     logits: Float[Array, "R V"], src_mask: Bool[Array, "R S"], pad_id: int, eos_id: int | None
@@ -102,9 +120,10 @@ def _repeat_rows(tree: Any, copies: int) -> Any:
 
 
 def _cached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: int | None):
-    """Step function and initial state (the KV cache) for decoding through `decode_step`."""
+    """Step function and initial state (the KV cache, sized for the first of
+    `cache_stages(max_len)`) for decoding through `decode_step`."""
     src_mask = model.source_mask(src)
-    cache = model.init_cache(model.encode(src), src_mask, max_len)
+    cache = model.init_cache(model.encode(src), src_mask, cache_stages(max_len)[0])
 
     def step(tokens: Int[Array, " R"], cache: dict) -> tuple[Float[Array, "R V"], dict]:
         logits, cache = model.decode_step(tokens, cache)
@@ -135,8 +154,11 @@ def _uncached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id
 
 
 def _decoder(model, src, max_len, copies, eos_id, use_cache):
-    make = _cached_decoder if use_cache else _uncached_decoder
-    return make(model, src, max_len, copies, eos_id)
+    """(step function, initial state, loop stages and the state's grow function)."""
+    if not use_cache:
+        return (*_uncached_decoder(model, src, max_len, copies, eos_id), {})
+    step, cache = _cached_decoder(model, src, max_len, copies, eos_id)
+    return step, cache, dict(stages=cache_stages(max_len), grow_fn=grow_cache)
 
 
 # ---------------------------------------------------------------------------- compiled loops
@@ -148,7 +170,7 @@ def _sample_compiled(
     graphdef, params, src, rng, temperature, top_k, *, max_len, greedy, use_cache, bos_id, eos_id
 ) -> Decoded:
     model = nnx.merge(graphdef, params)
-    step, state = _decoder(model, src, max_len, 1, eos_id, use_cache)
+    step, state, stages = _decoder(model, src, max_len, 1, eos_id, use_cache)
     pick = greedy_pick if greedy else sampling_pick(temperature, top_k)
     return sample_loop(
         step,
@@ -160,6 +182,7 @@ def _sample_compiled(
         bos_id=bos_id,
         eos_id=eos_id,
         pad_id=model.cfg.pad_id,
+        **stages,
     )
 
 
@@ -179,7 +202,7 @@ def _beam_compiled(
     graphdef, params, src, alpha, *, beam_size, max_len, use_cache, early_stopping, bos_id, eos_id
 ) -> Decoded:
     model = nnx.merge(graphdef, params)
-    step, state = _decoder(model, src, max_len, beam_size, eos_id, use_cache)
+    step, state, stages = _decoder(model, src, max_len, beam_size, eos_id, use_cache)
     return beam_search_loop(
         step,
         state,
@@ -192,6 +215,7 @@ def _beam_compiled(
         pad_id=model.cfg.pad_id,
         reorder_fn=reorder_cache if use_cache else gather_rows,
         early_stopping=early_stopping,
+        **stages,
     )
 
 

@@ -11,7 +11,7 @@ b * K + k holding beam k of item b), L output length, V vocabulary.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -20,6 +20,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 StepFn = Callable[[Int[Array, " R"], Any], tuple[Float[Array, "R V"], Any]]
 PickFn = Callable[[Float[Array, "B V"], jax.Array], Int[Array, " B"]]
+GrowFn = Callable[[Any, int], Any]
 
 NEG_INF = -jnp.inf
 TOP_P_SLACK = 1e-6  # A nucleus whose summed probability is within this of p has reached p.
@@ -48,6 +49,30 @@ def length_penalty(length: Array | int, alpha: float | Array) -> Float[Array, "*
 def gather_rows(state: Any, rows: Int[Array, " R"]) -> Any:
     """Reorders every leaf of `state` that has a leading row axis; scalars are shared, kept."""
     return jax.tree.map(lambda x: x[rows] if jnp.ndim(x) else x, state)
+
+
+def staged_while_loop(
+    cond: Callable[[dict], Array],
+    body: Callable[[dict], dict],
+    carry: dict,
+    stages: Sequence[int],
+    grow_fn: GrowFn | None,
+) -> dict:
+    """`lax.while_loop(cond, body, carry)` over steps `carry["t"]`, run in stages that end at
+    the steps in `stages` (increasing, the last = the loop's length).
+
+    Before stage i, `grow_fn(carry["state"], stages[i])` may resize the step function's state:
+    a KV cache then holds `stages[i]` positions during stage i instead of the whole length
+    from the first step, so early steps attend over (and beam search copies) less of it. Each
+    stage is its own compiled loop body; a stage after the loop has finished runs no step.
+    """
+    if list(stages) != sorted(set(stages)) or not stages:
+        raise ValueError(f"stages must be increasing step counts, got {list(stages)}.")
+    for end in stages:
+        if grow_fn is not None:
+            carry = {**carry, "state": grow_fn(carry["state"], end)}
+        carry = jax.lax.while_loop(lambda c, end=end: cond(c) & (c["t"] < end), body, carry)
+    return carry
 
 
 # ------------------------------------------------------------------------- sampling / greedy
@@ -112,6 +137,8 @@ def sample_loop(
     eos_id: int | None,
     pad_id: int,
     finished: Bool[Array, " B"] | None = None,
+    stages: Sequence[int] | None = None,
+    grow_fn: GrowFn | None = None,
 ) -> Decoded:
     """One token per row per step, chosen by `pick_fn`, until every row has emitted eos.
 
@@ -126,6 +153,7 @@ def sample_loop(
         `bos_id` may be one token per row (a language model continues each prompt's last).
       finished: rows done from the start (filler rows of a batch): they emit only pad and do
         not keep the loop running. None: no row.
+      stages, grow_fn: see `staged_while_loop`; by default one stage of `max_len` steps.
 
     Returns:
       `Decoded(tokens [B, L], scores [B], steps)`: scores sum the log-probs of the tokens chosen
@@ -159,7 +187,7 @@ def sample_loop(
             state=state,
         )
 
-    out = jax.lax.while_loop(cond, body, init)
+    out = staged_while_loop(cond, body, init, stages or (max_len,), grow_fn)
     return Decoded(out["tokens"], out["scores"], out["t"])
 
 
@@ -189,6 +217,8 @@ def beam_search_loop(
     pad_id: int,
     reorder_fn: Callable[[Any, Int[Array, " R"]], Any] = gather_rows,
     early_stopping: bool = True,
+    stages: Sequence[int] | None = None,
+    grow_fn: GrowFn | None = None,
 ) -> Decoded:
     """Beam search with the GNMT length penalty, as used in §6.1 of the paper.
 
@@ -215,6 +245,7 @@ def beam_search_loop(
       reorder_fn: `(state, parent_rows [B*K]) -> state`; by default every leaf with a leading
         row axis is gathered.
       early_stopping: stop as soon as the result is decided (False: always run L steps).
+      stages, grow_fn: see `staged_while_loop`; by default one stage of `max_len` steps.
 
     Returns:
       `Decoded(tokens [B, K, L], scores [B, K], steps)`, best first. Finished hypotheses come
@@ -282,7 +313,7 @@ def beam_search_loop(
             state=reorder_fn(state, rows),
         )
 
-    c = jax.lax.while_loop(cond, body, init)
+    c = staged_while_loop(cond, body, init, stages or (max_len,), grow_fn)
 
     # Fill empty finished slots with live beams cut at the length limit: finished first by
     # score, then live beams by score, then the empty slots.

@@ -18,6 +18,7 @@ from transformer_jax.nn.multi_head import (
     KVCache,
     MemoryKV,
     MultiHeadAttention,
+    grow_cache,
     reorder_cache,
     repeat_cache,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "dropout",
     "fold",
     "padding_mask",
+    "grow_cache",
     "reorder_cache",
     "repeat_cache",
     "segment_mask",

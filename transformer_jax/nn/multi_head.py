@@ -78,6 +78,14 @@ class KVCache:
         """The cache of `rows` (beam search: each new beam continues its parent's prefix)."""
         return self.replace(key=self.key[rows], value=self.value[rows])
 
+    def grow(self, length: int) -> KVCache:
+        """The same cache with room for `length` positions (empty slots appended)."""
+        extra = length - self.key.shape[2]
+        if extra < 0:
+            raise ValueError(f"cannot shrink a cache of {self.key.shape[2]} positions to {length}.")
+        pad = ((0, 0), (0, 0), (0, extra), (0, 0))
+        return self.replace(key=jnp.pad(self.key, pad), value=jnp.pad(self.value, pad))
+
 
 @struct.dataclass
 class MemoryKV:
@@ -105,6 +113,15 @@ def reorder_cache(cache: Any, rows: Int[Array, " R"]) -> Any:
     """Reorders every `KVCache` in a pytree of caches; everything else is per input and kept."""
     return jax.tree.map(
         lambda c: c.reorder(rows) if isinstance(c, _CACHES) else c,
+        cache,
+        is_leaf=lambda c: isinstance(c, _CACHES),
+    )
+
+
+def grow_cache(cache: Any, length: int) -> Any:
+    """Every `KVCache` in a pytree of caches given room for `length` positions."""
+    return jax.tree.map(
+        lambda c: c.grow(length) if isinstance(c, KVCache) else c,
         cache,
         is_leaf=lambda c: isinstance(c, _CACHES),
     )
