@@ -7,7 +7,7 @@ import dataclasses
 import jax.numpy as jnp
 
 from transformer_jax.nn.attention import ATTENTION_KERNELS
-from transformer_jax.nn.blocks import BlockSpec
+from transformer_jax.nn.blocks import REMAT, BlockSpec
 from transformer_jax.nn.layers import ACTIVATIONS
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
@@ -19,6 +19,7 @@ CHOICES = {  # Fields every model that has them restricts to these values.
     "positional": ("sinusoidal", "learned"),
     "dtype": tuple(DTYPES),
     "attention_kernel": ATTENTION_KERNELS,
+    "remat": tuple(REMAT),
 }
 
 
@@ -111,4 +112,6 @@ def block_spec(cfg, *, causal: bool, cross_attention: bool) -> BlockSpec:
         layer_norm_eps=cfg.layer_norm_eps,
         dtype=cfg.compute_dtype,
         attention_kernel=cfg.attention_kernel,
+        scan_layers=cfg.scan_layers,
+        remat=cfg.remat,
     )

@@ -16,7 +16,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.nn.attention import dropout
 from transformer_jax.nn.layers import FeedForward, LayerNorm
@@ -24,6 +24,13 @@ from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
 from transformer_jax.sharding import constrain_batch
 
 NORMS = ("post", "pre")
+# Rematerialisation policies of a Stack (what the backward pass recomputes): none, everything
+# inside a block, or everything except matrix products.
+REMAT = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 SelfMask = Bool[Array, "#B #N #T #T"]
 CrossMask = Bool[Array, "#B #N #T #S"]
 CacheMask = Bool[Array, "#B #N #T #C"]
@@ -31,7 +38,7 @@ CacheMask = Bool[Array, "#B #N #T #C"]
 MemoryMask = Bool[Array, "#I #N #T #S"]
 
 
-def fold(rng: jax.Array | None, i: int) -> jax.Array | None:
+def fold(rng: jax.Array | None, i: int | Int[Array, ""]) -> jax.Array | None:
     """A distinct key per sublayer and layer; `None` stays `None` (deterministic runs)."""
     return None if rng is None else jax.random.fold_in(rng, i)
 
@@ -53,6 +60,10 @@ class BlockSpec:
       dtype: computation dtype (parameters stay float32).
       attention_kernel: how attention runs when its weights are not returned (one of
         `transformer_jax.nn.attention.ATTENTION_KERNELS`).
+      scan_layers: a `Stack` of these blocks runs them as one `lax.scan` over their stacked
+        parameters (compiled once, whatever the depth) instead of one after the other.
+      remat: what a `Stack`'s backward pass recomputes instead of storing (`REMAT`): "none",
+        "full" (each block's activations: least memory) or "dots" (keeps matmul outputs).
     """
 
     d_model: int
@@ -68,6 +79,8 @@ class BlockSpec:
     layer_norm_eps: float = 1e-6
     dtype: object = jnp.float32
     attention_kernel: str = "auto"
+    scan_layers: bool = False
+    remat: str = "none"
 
 
 class Block(nnx.Module):
@@ -225,15 +238,24 @@ class Block(nnx.Module):
 
 class Stack(nnx.Module):
     """`num_layers` identical blocks; pre-LN adds a final LayerNorm (the residual stream is
-    never normalised otherwise)."""
+    never normalised otherwise).
+
+    With `spec.scan_layers` the full-sequence pass runs the blocks as one `lax.scan` over their
+    parameters stacked on a leading axis at call time: XLA compiles one block instead of
+    `num_layers`, and the parameters (and checkpoints) keep their per-layer layout, so a run
+    can switch it on or off at any time. `spec.remat` wraps each block in `jax.checkpoint`.
+    """
 
     def __init__(self, spec: BlockSpec, num_layers: int, *, rngs: nnx.Rngs):
+        if spec.remat not in REMAT:
+            raise ValueError(f"remat={spec.remat!r} is not one of {tuple(REMAT)}.")
         self.layers = nnx.List([Block(spec, rngs=rngs) for _ in range(num_layers)])
         self.final_norm = (
             LayerNorm(spec.d_model, eps=spec.layer_norm_eps, dtype=spec.dtype)
             if spec.norm == "pre"
             else None
         )
+        self.scan_layers, self.remat = spec.scan_layers, spec.remat
 
     def _finish(self, x):
         return x if self.final_norm is None else self.final_norm(x)
@@ -250,9 +272,14 @@ class Stack(nnx.Module):
         return_weights: bool = False,
     ) -> tuple[Float[Array, "B T D"], list[dict[str, Array]]]:
         """`[B, T, D]` -> (`[B, T, D]`, per-layer attention weights as `Block` returns them)."""
-        weights = []
-        for i, layer in enumerate(self.layers):
-            x, w = layer(
+        if not self.layers:
+            return self._finish(x), []
+        graphdef = nnx.graphdef(self.layers[0])
+
+        def block(x, state, i):
+            """Layer i (its state given) on x; a pure function of arrays, so it can be
+            scanned and rematerialised."""
+            y, w = nnx.merge(graphdef, state)(
                 x,
                 mask,
                 memory=memory,
@@ -261,7 +288,22 @@ class Stack(nnx.Module):
                 deterministic=deterministic,
                 return_weights=return_weights,
             )
-            x = constrain_batch(x)
+            return constrain_batch(y), w
+
+        if REMAT[self.remat] is not None:
+            block = jax.checkpoint(block, policy=REMAT[self.remat])
+        states = [nnx.state(layer) for layer in self.layers]
+        if self.scan_layers and not return_weights:
+            stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *states)
+
+            def step(x, inputs):
+                return block(x, inputs[1], inputs[0])[0], None
+
+            x, _ = jax.lax.scan(step, x, (jnp.arange(len(states)), stacked))
+            return self._finish(x), [{} for _ in states]
+        weights = []
+        for i, state in enumerate(states):
+            x, w = block(x, state, i)
             weights.append(w)
         return self._finish(x), weights
 

@@ -33,6 +33,8 @@ class DecoderOnlyConfig(TransformerFields):
     layer_norm_eps: float = 1e-5  # LayerNorm epsilon (GPT-2: 1e-5).
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
     attention_kernel: str = "auto"  # "auto" (by backend), "reference", "xla", "cudnn" (§3.2.1).
+    scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
+    remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
     pad_id: int = PAD_ID  # Token id that is padding; never attended to.
 
     def __post_init__(self):

@@ -35,6 +35,8 @@ class EncoderOnlyConfig(TransformerFields):
     num_labels: int = 2  # Classes of the sequence / token classification heads.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
     attention_kernel: str = "auto"  # "auto" (by backend), "reference", "xla", "cudnn" (§3.2.1).
+    scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
+    remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
     pad_id: int = PAD_ID  # Token id that is padding; never attended to.
 
     def __post_init__(self):

@@ -42,6 +42,8 @@ class VitConfig(TransformerFields):
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
     attention_kernel: str = "auto"  # "auto" (by backend), "reference", "xla", "cudnn" (§3.2.1).
+    scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
+    remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
 
     def __post_init__(self):
         check_transformer_fields(

@@ -1,4 +1,7 @@
-"""Every model computes the same function with the attention kernel as with the reference."""
+"""Every model computes the same function however it is executed: attention kernel or reference,
+layers scanned or unrolled, activations stored or rematerialised."""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -29,17 +32,36 @@ def _forward(name):
     }[name]
 
 
-@pytest.mark.parametrize("name", ["encoder_decoder", "decoder_only", "encoder_only", "vit"])
-def test_kernel_model_equals_reference_model(name):
-    """Same parameters, dropout on the residuals (same key): outputs and parameter gradients of
-    attention_kernel="xla" equal those of "reference" to float32 rounding."""
+OPTIONS = {
+    "xla kernel": dict(attention_kernel="xla"),
+    "scanned layers": dict(scan_layers=True),
+    "remat full": dict(remat="full"),
+    "scanned, remat dots, xla kernel": dict(scan_layers=True, remat="dots", attention_kernel="xla"),
+}
+
+
+# Every option on the encoder-decoder (both stacks, cross-attention); all at once on the others.
+CASES = [("encoder_decoder", option) for option in OPTIONS] + [
+    (name, "scanned, remat dots, xla kernel") for name in ("decoder_only", "encoder_only", "vit")
+]
+
+
+@pytest.mark.parametrize(("name", "option"), CASES)
+def test_execution_option_computes_the_reference_function(name, option):
+    """Same parameters, dropout on the residuals (same key): outputs and parameter gradients
+    equal those of the reference execution (unrolled layers, reference attention, no remat)
+    to float32 rounding; the parameters keep their layout (checkpoints load either way)."""
     preset, forward = _forward(name)
     models = {
-        kernel: build_model(preset(attention_kernel=kernel, dropout_rate=0.1), rngs=nnx.Rngs(0))
-        for kernel in ("reference", "xla")
+        "reference": build_model(
+            preset(attention_kernel="reference", dropout_rate=0.1), rngs=nnx.Rngs(0)
+        ),
+        option: build_model(preset(**OPTIONS[option], dropout_rate=0.1), rngs=nnx.Rngs(0)),
     }
     graphdef, params = nnx.split(models["reference"], nnx.Param)
+    assert jax.tree.structure(nnx.state(models[option], nnx.Param)) == jax.tree.structure(params)
 
+    @functools.partial(jax.jit, static_argnums=1)
     def loss(params, kernel):
         model = nnx.merge(nnx.graphdef(models[kernel]), params)
         out = forward(model, rng=jax.random.key(1), deterministic=False)
@@ -47,7 +69,7 @@ def test_kernel_model_equals_reference_model(name):
 
     results = {k: jax.value_and_grad(loss, has_aux=True)(params, k) for k in models}
     (_, ref_out), ref_grads = results["reference"]
-    (_, out), grads = results["xla"]
+    (_, out), grads = results[option]
     np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
