@@ -3,6 +3,8 @@
     python benchmarks/train_step.py                       # tiny, default, base on this machine
     python benchmarks/train_step.py --models=base --dtype=bfloat16 --batch_tokens=25000 \
         --peak_tflops=989   # e.g. on a GPU, to report MFU
+    python benchmarks/train_step.py --models=base,big --compile_only [--scan_layers] \
+        [--remat=full] --out=/tmp/compile.json   # compile time with/without the layer scan
 
 Synthetic batches of fixed shape (every token real) go through the same jitted, sharded,
 donated `train_step` as `train.py`. Prints a table and writes JSON (default
@@ -53,7 +55,12 @@ def model_flops_per_token(cfg: TransformerConfig, length: int) -> float:
 
 
 def bench(name, args):
-    section = {**MODELS[name], "dtype": args.dtype, "dropout_rate": 0.1}
+    options = dict(
+        scan_layers=args.scan_layers, remat=args.remat, attention_kernel=args.attention_kernel
+    )
+    section = {**MODELS[name], "dtype": args.dtype, "dropout_rate": 0.1, **options}
+    if args.depth:
+        section.update(num_encoder_layers=args.depth, num_decoder_layers=args.depth)
     cfg = models.build_config(section, {"vocab_size": VOCAB[name], "max_len": args.seq_len})
     tx, _ = make_optimizer(cfg.d_model, warmup_steps=4000)
     mesh = shd.make_mesh({"data": -1})
@@ -78,6 +85,14 @@ def bench(name, args):
     memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
+    if args.compile_only:
+        return {
+            "model": name,
+            "params": count_params(cfg),
+            **options,
+            "compile_s": round(compile_s, 2),
+            "temp_mib": round(memory.temp_size_in_bytes / 2**20, 1) if memory else None,
+        }
     state, m = train_fn(state, batch, key)  # warm-up
     jax.block_until_ready(m)
     steps, started = 0, time.perf_counter()
@@ -91,6 +106,7 @@ def bench(name, args):
     row = {
         "model": name,
         "params": count_params(cfg),
+        **options,
         "dtype": args.dtype,
         "batch": f"{rows}x{args.seq_len}",
         "compile_s": round(compile_s, 2),
@@ -118,6 +134,11 @@ def main():
     p.add_argument("--min_steps", type=int, default=3)
     p.add_argument("--min_time", type=float, default=10.0, help="Seconds of timed steps per model.")
     p.add_argument("--peak_tflops", type=float, default=0.0, help="Device peak, for MFU.")
+    p.add_argument("--scan_layers", action="store_true", help="Layers as one lax.scan.")
+    p.add_argument("--remat", default="none", choices=["none", "full", "dots"])
+    p.add_argument("--attention_kernel", default="auto", help="auto, reference, xla, cudnn")
+    p.add_argument("--compile_only", action="store_true", help="Compile time and memory only.")
+    p.add_argument("--depth", type=int, default=0, help="Encoder and decoder layers (0: preset).")
     p.add_argument("--out", default="benchmarks/results/train_step.json")
     args = p.parse_args()
     rows = [bench(name, args) for name in args.models.split(",")]
@@ -133,6 +154,10 @@ def main():
         "achieved_tflops",
         "temp_mib",
     ] + (["mfu"] if args.peak_tflops else [])
+    if args.compile_only:
+        cols = ["model", "params", "scan_layers", "remat", "compile_s", "temp_mib"]
+    for r in rows:
+        r["layers"] = args.depth or None
     print(" | ".join(cols))
     for r in rows:
         print(
