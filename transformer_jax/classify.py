@@ -28,6 +28,8 @@ from transformer_jax.cli_lines import (
     write_lines,
 )
 from transformer_jax.inference.classifier import Classifier
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_FLAG_HELP
+from transformer_jax.inference.mesh import MeshError
 from transformer_jax.workdir import CheckpointError
 
 
@@ -62,12 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="One JSON object per line.")
     parser.add_argument("--step", type=int, default=None, help="Checkpoint step (default: latest).")
     parser.add_argument("--batch_size", type=int, default=32, help="Inputs per model call.")
+    parser.add_argument("--mesh", default=None, help=MESH_FLAG_HELP)
     args = parser.parse_args(argv)
     quiet_logs()
     try:
         if args.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}.")
-        classifier = Classifier.from_checkpoint(args.workdir, args.step)
+        classifier = Classifier.from_checkpoint(args.workdir, args.step, mesh=args.mesh)
         flag = None if args.text is None else "--text"
         lines = read_input_lines() if flag is None else check_arguments(args.text, flag)
         inputs = [
@@ -82,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 out.append(f"{one_line(p.label)}\t{p.probabilities[p.label]:.4f}")
         write_lines(out)
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -22,6 +22,8 @@ import sys
 from transformer_jax import tasks
 from transformer_jax.cli_lines import one_line, quiet_logs, write_lines
 from transformer_jax.inference.image_classifier import ImageClassifier
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_FLAG_HELP
+from transformer_jax.inference.mesh import MeshError
 from transformer_jax.inference.patch_attention import save_attention_png
 from transformer_jax.workdir import CheckpointError
 
@@ -48,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="One JSON object per line.")
     parser.add_argument("--attention_dir", default=None, help="Write attention PNGs here.")
     parser.add_argument("--step", type=int, default=None, help="Checkpoint step (default: latest).")
+    parser.add_argument("--mesh", default=None, help=MESH_FLAG_HELP)
     args = parser.parse_args(argv)
     quiet_logs()
     try:
@@ -55,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--test_images must be >= 0, got {args.test_images}.")
         if not args.images and not args.test_images:
             raise ValueError("give image files, or --test_images=N for the run's test images.")
-        classifier = ImageClassifier.from_checkpoint(args.workdir, args.step)
+        classifier = ImageClassifier.from_checkpoint(args.workdir, args.step, mesh=args.mesh)
         names = list(args.images)
         pixels = [classifier.prepare(p, resize=args.resize)[0] for p in args.images]
         if args.test_images:
@@ -75,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
                     title=f"{name}: {prediction.label} (p={p:.2f})",
                 )  # fmt: skip
                 print(f"attention: {path}", file=sys.stderr)
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -1,7 +1,8 @@
 """Score a split of a run's dataset: BLEU for translation, bits per byte for language models.
 
     python -m transformer_jax.evaluate --workdir=runs/default --split=test \
-        [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N]
+        [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N] \
+        [--mesh=fsdp=4,tensor=2]
     python -m transformer_jax.evaluate --workdir=runs/gpt --split=test [--step=N]
     python -m transformer_jax.evaluate --workdir=runs/bert_numbers --split=test
     python -m transformer_jax.evaluate --workdir=runs/vit --split=test
@@ -34,6 +35,7 @@ from transformer_jax import tasks
 from transformer_jax.cli_lines import quiet_logs
 from transformer_jax.data import get_pairs
 from transformer_jax.inference import loading
+from transformer_jax.inference.mesh import MeshError, serving_mesh
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.plot import plot_confusion
@@ -76,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Workdir.at(args.workdir).require()
         if workdir.read_config().get("task") in SCORED_TASKS:
             return evaluate_task(workdir, args)
-        translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
+        translator = Translator.from_checkpoint(
+            args.workdir, args.step, args.average_last, mesh=args.mesh
+        )
         workdir = translator.workdir
         pairs = get_pairs(translator.config.data, args.split, cache_dir=workdir.cache)
         if args.max_sentences:
@@ -93,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
         )
         seconds = time.time() - started
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -132,8 +139,11 @@ def evaluate_task(workdir: Workdir, args: argparse.Namespace) -> int:
     config = workdir.read_config()
     task = tasks.get(config.task)(config, workdir)
     tokenizer = getattr(task, "tokenizer", None)  # image tasks have none
-    model, steps = loading.load_model(workdir, config, tokenizer, args.step, args.average_last)
-    mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})  # batches split over devices
+    mesh = serving_mesh(args.mesh)
+    model, steps = loading.load_model(
+        workdir, config, tokenizer, args.step, args.average_last, mesh=mesh
+    )
+    mesh = mesh or make_mesh({"data": -1})  # Without --mesh: batches split over every device.
     metrics, line = task.score_split(model, args.split, mesh=mesh, baselines=True)
     if not metrics:
         raise ValueError(f"the {args.split} split of {workdir} has no documents to score.")

@@ -27,6 +27,8 @@ from transformer_jax.cli_lines import (
     write_lines,
 )
 from transformer_jax.inference.fill_mask import MaskFiller
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_FLAG_HELP
+from transformer_jax.inference.mesh import MeshError
 from transformer_jax.workdir import CheckpointError
 
 
@@ -48,12 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top_k", type=int, default=5, help="Guesses per mask.")
     parser.add_argument("--json", action="store_true", help="One JSON list per line.")
     parser.add_argument("--step", type=int, default=None, help="Checkpoint step (default: latest).")
+    parser.add_argument("--mesh", default=None, help=MESH_FLAG_HELP)
     args = parser.parse_args(argv)
     quiet_logs()
     try:
         if not 1 <= args.top_k <= 100:
             raise ValueError(f"--top_k must be in [1, 100], got {args.top_k}.")
-        filler = MaskFiller.from_checkpoint(args.workdir, args.step)  # a wrong path fails first
+        filler = MaskFiller.from_checkpoint(
+            args.workdir, args.step, mesh=args.mesh
+        )  # a wrong path fails first
         flag = None if args.text is None else "--text"
         texts = read_input_lines() if flag is None else check_arguments(args.text, flag)
         for number, text in enumerate(texts, start=1):
@@ -62,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"{input_name(number, flag)}: the text {problem}")
         results = filler.fill_mask(texts, args.top_k) if texts else []
         write_lines([format_line(masks, args.json) for masks in results])
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, TypeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -19,6 +19,8 @@ import sys
 
 from transformer_jax.cli_lines import check_arguments, quiet_logs, read_input_lines, write_lines
 from transformer_jax.inference.generator import Generator, check_sampling
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_FLAG_HELP
+from transformer_jax.inference.mesh import MeshError
 from transformer_jax.workdir import CheckpointError
 
 
@@ -44,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         "--step", type=int, default=None, help="Checkpoint step to load (default: the latest)."
     )
     parser.add_argument("--batch_size", type=int, default=32, help="Prompts per batch.")
+    parser.add_argument("--mesh", default=None, help=MESH_FLAG_HELP)
     args = parser.parse_args(argv)
     quiet_logs()
     try:
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"--batch_size must be >= 1, got {args.batch_size}.")
         # Load first: a wrong --workdir is reported before anyone types a prompt.
-        generator = Generator.from_checkpoint(args.workdir, args.step)
+        generator = Generator.from_checkpoint(args.workdir, args.step, mesh=args.mesh)
         settings = dict(
             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
         )
@@ -72,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
             prompts, args.max_new_tokens, batch_size=args.batch_size, **settings
         )
         write_lines([escape(o) for o in outputs])
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

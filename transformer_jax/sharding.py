@@ -7,7 +7,8 @@ Parameters carry logical axis names (`embed`, `heads`, `kv`, `mlp`, `vocab`); ba
 - FSDP: `fsdp>1` shards every parameter's `embed` axis (and the batch) over that axis.
 - tensor parallel: `tensor>1` shards heads, feed-forward width and vocabulary (Megatron style).
 
-A dimension that a mesh axis does not divide is left unsharded rather than failing.
+A dimension that a mesh axis does not divide is left unsharded rather than failing (training);
+`undivided` lists such dimensions, which serving refuses (`transformer_jax.inference.mesh`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import jax
 import numpy as np
 from flax import nnx
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -90,6 +92,28 @@ def make_mesh(shape: Mapping[str, int], devices=None) -> Mesh:
     return jax.make_mesh(sizes, MESH_AXES, axis_types=auto, devices=devices)
 
 
+def _dimension_axes(
+    logical_axes: tuple[str | None, ...],
+    shape: tuple[int, ...],
+    mesh: Mesh,
+    rules: Mapping[str, tuple[str, ...]],
+) -> list[tuple[tuple[str, ...], int]]:
+    """Per dimension: (the mesh axes the rules would split it over, their total size).
+
+    A mesh axis of size 1, or one an earlier dimension took, is not offered again. A dimension
+    that the size does not divide takes no axis (the next dimension may have them).
+    """
+    used: set[str] = set()
+    out = []
+    for name, dim in zip(logical_axes, shape, strict=True):
+        axes = tuple(a for a in rules.get(name, ()) if a not in used and mesh.shape[a] > 1)
+        size = math.prod(mesh.shape[a] for a in axes)
+        if axes and dim % size == 0:
+            used.update(axes)
+        out.append((axes, size))
+    return out
+
+
 def logical_to_spec(
     logical_axes: tuple[str | None, ...] | None,
     shape: tuple[int, ...],
@@ -102,17 +126,39 @@ def logical_to_spec(
     """
     if not logical_axes:
         return PartitionSpec()
-    used: set[str] = set()
     spec = []
-    for name, dim in zip(logical_axes, shape, strict=True):
-        axes = tuple(a for a in rules.get(name, ()) if a not in used and mesh.shape[a] > 1)
-        size = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
+    for (axes, size), dim in zip(
+        _dimension_axes(logical_axes, shape, mesh, rules), shape, strict=True
+    ):
         if not axes or dim % size:
             spec.append(None)
-            continue
-        used.update(axes)
-        spec.append(axes[0] if len(axes) == 1 else axes)
+        else:
+            spec.append(axes[0] if len(axes) == 1 else axes)
     return PartitionSpec(*spec)
+
+
+def undivided(params, mesh: Mesh, rules=LOGICAL_RULES) -> list[tuple[str, str, int, str, int]]:
+    """Where the rules would split a parameter's dimension but the mesh does not divide it
+    (`logical_to_spec` then leaves that dimension whole on every device).
+
+    Returns:
+      (parameter path, logical axis name, dimension size, mesh axes as "a*b", their size) for
+      each such dimension, in tree order.
+    """
+    out = []
+    leaves = jax.tree_util.tree_flatten_with_path(
+        params, is_leaf=lambda x: isinstance(x, nnx.Variable)
+    )[0]
+    for path, variable in leaves:
+        axes = variable.get_metadata().get("logical_axes") or ()
+        shape = tuple(variable.shape)
+        for name, dim, (mesh_axes, size) in zip(
+            axes, shape, _dimension_axes(axes, shape, mesh, rules), strict=True
+        ):
+            if mesh_axes and dim % size:
+                where = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+                out.append((where, name, dim, "*".join(mesh_axes), size))
+    return out
 
 
 def param_shardings(params, mesh: Mesh, rules=LOGICAL_RULES):
@@ -133,6 +179,26 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 
 def replicated(mesh: Mesh) -> NamedSharding:
     return NamedSharding(mesh, PartitionSpec())
+
+
+def place_batch(x: np.ndarray, mesh: Mesh) -> jax.Array:
+    """A batch that every process holds whole, as one global array on `mesh`: its leading axis
+    split over the mesh's batch axes when they divide it, else replicated.
+
+    Each process keeps only the rows its own devices hold (`global_shape` = the local shape).
+    """
+    axes = tuple(a for a in BATCH_AXES if a in mesh.axis_names and mesh.shape[a] > 1)
+    split = bool(axes) and x.shape[0] % math.prod(mesh.shape[a] for a in axes) == 0
+    sharding = NamedSharding(mesh, PartitionSpec(axes) if split else PartitionSpec())
+    return jax.make_array_from_process_local_data(sharding, x, x.shape)
+
+
+def to_host(x) -> np.ndarray:
+    """The whole value of an array as numpy, on every process: a global array whose shards
+    live on other processes' devices too (a batch split over a multi-host mesh) is gathered."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(jax.device_get(x))
 
 
 def constrain_batch(x: jax.Array) -> jax.Array:

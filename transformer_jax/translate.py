@@ -2,7 +2,8 @@
 
     echo "three hundred and four" | python -m transformer_jax.translate --workdir=runs/default
     python -m transformer_jax.translate --workdir=runs/default --input=in.txt --output=out.txt \
-        [--beam_size=4] [--alpha=0.6] [--step=N] [--average_last=N] [--batch_size=64]
+        [--beam_size=4] [--alpha=0.6] [--step=N] [--average_last=N] [--batch_size=64] \
+        [--mesh=fsdp=4,tensor=2]
 
 Reads one sentence per line (stdin by default) and writes one translation per line (stdout by
 default), in the same order: an empty line gives an empty line, and a line break the model
@@ -18,6 +19,8 @@ import contextlib
 import sys
 
 from transformer_jax.cli_lines import one_line, quiet_logs, read_input_lines, write_lines
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_FLAG_HELP
+from transformer_jax.inference.mesh import MeshError
 from transformer_jax.inference.translator import Translator
 from transformer_jax.workdir import CheckpointError
 
@@ -47,6 +50,7 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Most output tokens (default: source length + 50, at most the model's max_len).",
     )
+    parser.add_argument("--mesh", default=None, help=MESH_FLAG_HELP)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # Load first: a wrong --workdir is reported before anyone types a sentence.
-        translator = Translator.from_checkpoint(args.workdir, args.step, args.average_last)
+        translator = Translator.from_checkpoint(
+            args.workdir, args.step, args.average_last, mesh=args.mesh
+        )
         lines = read_input_lines(args.input)
         with contextlib.ExitStack() as stack:
             # Opened first: an unwritable --output is reported before the work, not after.
@@ -76,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             # One output line per input line, whatever the tokenizer decodes.
             write_lines([one_line(text) for text in outputs], out)
+    except MeshError as e:
+        print(f"error: --mesh={args.mesh}: {e}", file=sys.stderr)
+        return 1
     except (CheckpointError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

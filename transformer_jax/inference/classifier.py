@@ -22,6 +22,8 @@ from flax import nnx
 
 from transformer_jax.data.bert.inputs import encode_plain
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
+from transformer_jax.inference.mesh import MeshLike, on_mesh, under
+from transformer_jax.sharding import to_host
 from transformer_jax.workdir import CheckpointError
 
 Input = str | tuple[str, str] | list[str]
@@ -64,13 +66,18 @@ class Classifier:
         self._graphdef, self._params = nnx.split(run.model)
 
     @classmethod
-    def from_checkpoint(cls, workdir: str | os.PathLike, step: int | None = None) -> Classifier:
-        """Loads a fine-tuning workdir (task 'classify') written by train.py.
+    def from_checkpoint(
+        cls, workdir: str | os.PathLike, step: int | None = None, *, mesh: MeshLike | None = None
+    ) -> Classifier:
+        """Loads a fine-tuning workdir (task 'classify') written by train.py; with `mesh` (axis
+        sizes such as `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored
+        straight into their shards of that mesh and batches are split over data and fsdp.
 
         Raises:
+          MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: not a classifier's workdir, or a file is missing or damaged.
         """
-        run = load_encoder(workdir, ("classify",), "Classifier", step)
+        run = load_encoder(workdir, ("classify",), "Classifier", step, mesh)
         path = run.workdir.labels_json
         try:
             labels = json.loads(path.read_bytes())
@@ -131,7 +138,11 @@ class Classifier:
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start : start + batch_size]
             tokens, segments = batch_inputs(chunk, self.max_len, rows=batch_size)
-            probs = np.asarray(_probabilities(self._graphdef, self._params, tokens, segments))
+            with under(self.run.mesh):
+                probs = _probabilities(
+                    self._graphdef, self._params, *on_mesh(self.run.mesh, tokens, segments)
+                )
+            probs = to_host(probs)
             for row in probs[: len(chunk)]:
                 named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
                 out.append(Prediction(self.label_names[int(np.argmax(row))], named))

@@ -13,10 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from flax import nnx
+from jax.sharding import Mesh
 
 from transformer_jax.data.bert.inputs import layout
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
+from transformer_jax.inference.mesh import MeshLike, serving_mesh
 from transformer_jax.workdir import CheckpointError, Workdir
 
 MIN_LENGTH = 16  # Shortest padded length: fewer compiled shapes for short texts.
@@ -31,14 +33,24 @@ class EncoderRun:
     workdir: Workdir
     task: str
     steps: list[int]
+    mesh: Mesh | None = None  # The mesh the parameters are sharded over (None: replicated).
 
 
-def load_encoder(workdir: str | os.PathLike, tasks: Sequence[str], what: str, step=None):
-    """The encoder-only model of a workdir whose task is one of `tasks`.
+def load_encoder(
+    workdir: str | os.PathLike,
+    tasks: Sequence[str],
+    what: str,
+    step=None,
+    mesh: MeshLike | None = None,
+) -> EncoderRun:
+    """The encoder-only model of a workdir whose task is one of `tasks`, replicated on this
+    host's devices or sharded over `mesh` (see `transformer_jax.inference.mesh`).
 
     Raises:
+      MeshError: `mesh` does not fit the devices or the model.
       CheckpointError: not such a workdir, or a file is missing or damaged (named).
     """
+    mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
     workdir = Workdir.at(workdir).require()
     config = workdir.read_config()
     task, name = config.get("task"), config.model.get("name")
@@ -48,8 +60,8 @@ def load_encoder(workdir: str | os.PathLike, tasks: Sequence[str], what: str, st
             f"needs an 'encoder_only' model trained for {list(tasks)} (a configs/bert_*.py run)."
         )
     tokenizer = loading.load_tokenizer(workdir, config)
-    model, steps = loading.load_model(workdir, config, tokenizer, step)
-    return EncoderRun(model, tokenizer, workdir, task, steps)
+    model, steps = loading.load_model(workdir, config, tokenizer, step, mesh=mesh)
+    return EncoderRun(model, tokenizer, workdir, task, steps, mesh)
 
 
 def padded_length(longest: int, max_len: int) -> int:

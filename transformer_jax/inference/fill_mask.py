@@ -23,6 +23,8 @@ from flax import nnx
 
 from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
+from transformer_jax.inference.mesh import MeshLike, on_mesh, under
+from transformer_jax.sharding import to_host
 from transformer_jax.tokens import FIRST_REGULAR_ID, MASK_ID
 
 
@@ -60,14 +62,19 @@ class MaskFiller:
         )  # fmt: skip
 
     @classmethod
-    def from_checkpoint(cls, workdir: str | os.PathLike, step: int | None = None) -> MaskFiller:
+    def from_checkpoint(
+        cls, workdir: str | os.PathLike, step: int | None = None, *, mesh: MeshLike | None = None
+    ) -> MaskFiller:
         """Loads a pretraining workdir (configs/bert_stdlib_pretrain.py) or a fine-tuned one
-        (its masked-LM head is the pretrained one, not trained further).
+        (its masked-LM head is the pretrained one, not trained further); with `mesh` (axis
+        sizes such as `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored
+        straight into their shards of that mesh and batches are split over data and fsdp.
 
         Raises:
+          MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: the workdir is not an encoder's, or a file is missing or damaged.
         """
-        run = load_encoder(workdir, ("bert_pretrain", "classify"), "fill_mask", step)
+        run = load_encoder(workdir, ("bert_pretrain", "classify"), "fill_mask", step, mesh)
         return cls(run)
 
     def problem(self, text: str) -> str | None:
@@ -120,9 +127,10 @@ class MaskFiller:
             chunk = encoded[start : start + batch_size]
             tokens, segments = batch_inputs([(ids, None) for ids in chunk], self.max_len,
                                             rows=batch_size)  # fmt: skip
-            probs, ids = jax.device_get(
-                _top_k(self._graphdef, self._params, tokens, segments, self._allowed, top_k)
-            )
+            with under(self.run.mesh):
+                placed = on_mesh(self.run.mesh, tokens, segments)
+                found = _top_k(self._graphdef, self._params, *placed, self._allowed, top_k)
+            probs, ids = jax.tree.map(to_host, found)
             for r, text in enumerate(texts[start : start + batch_size]):
                 positions = np.flatnonzero(tokens[r] == MASK_ID)  # Not empty: see `problem`.
                 results.append(

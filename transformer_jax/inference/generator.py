@@ -30,8 +30,10 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from transformer_jax import sharding as shd
 from transformer_jax.inference import loading
 from transformer_jax.inference.loading import AnyTokenizer
+from transformer_jax.inference.mesh import MeshLike, serving_mesh
 from transformer_jax.inference.search import greedy_pick, sample_loop, sampling_pick
 from transformer_jax.models.decoder_only import DecoderOnly
 from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID
@@ -117,7 +119,8 @@ class Generator:
     """Continues text prompts with a `DecoderOnly` model and its tokenizer.
 
     Without a mesh, batch rows are split over this host's devices; with one (e.g. the training
-    mesh) every process feeds the same full batch.
+    mesh, or the one `from_checkpoint(mesh=...)` restored the parameters into) every process
+    feeds the same full batch, split over the data and fsdp axes.
 
     Attributes:
       model, tokenizer: what generates; steps: the checkpoint steps loaded (if any).
@@ -138,14 +141,24 @@ class Generator:
 
     @classmethod
     def from_checkpoint(
-        cls, workdir: str | os.PathLike, step: int | None = None, average_last: int = 0
+        cls,
+        workdir: str | os.PathLike,
+        step: int | None = None,
+        average_last: int = 0,
+        *,
+        mesh: MeshLike | None = None,
     ) -> Generator:
         """Loads a language-model workdir written by train.py (config, tokenizer, parameters).
 
+        With `mesh` (axis sizes such as `{"fsdp": 4, "tensor": 2}` or `"fsdp=4,tensor=2"`, or
+        a `Mesh`), each parameter is restored straight into its shard of that mesh.
+
         Raises:
+          MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: the workdir or one of its files cannot be used, or it is not a
             language model's; the message names the file and what to do.
         """
+        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
         workdir = Workdir.at(workdir).require()
         config = workdir.read_config()
         task, name = config.get("task", LEGACY_TASK), config.model.get("name")
@@ -156,8 +169,8 @@ class Generator:
                 f"configs/gpt_*.py run). For translation use transformer_jax.translate."
             )
         tokenizer = loading.load_tokenizer(workdir, config)
-        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last)
-        return cls(model, tokenizer, steps=steps)
+        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last, mesh=mesh)
+        return cls(model, tokenizer, steps=steps, mesh=mesh)
 
     # ------------------------------------------------------------------------------ batches
     def _encode(self, prompts: Sequence[str], max_new_tokens: int) -> list[list[int]]:
@@ -208,8 +221,7 @@ class Generator:
 
     def _place(self, x: np.ndarray) -> jax.Array:
         if self._global_mesh is not None:
-            sharding = NamedSharding(self._global_mesh, PartitionSpec())
-            return jax.make_array_from_process_local_data(sharding, x)
+            return shd.place_batch(x, self._global_mesh)
         return jax.device_put(x, NamedSharding(self._mesh, PartitionSpec("data")))
 
     def _run(self, jitted, *args, **static):
@@ -272,7 +284,7 @@ class Generator:
                 _generate, self._graphdef, self._params, prompt, start, filler, key, *settings,
                 cache_len=cache_len, max_new=max_new_tokens, greedy=temperature == 0,
             )  # fmt: skip
-            tokens = np.asarray(jax.device_get(tokens))[: len(chunk)]
+            tokens = shd.to_host(tokens)[: len(chunk)]
             outputs += [
                 self._continuation(ids, row.tolist())
                 for ids, row in zip(chunk, tokens, strict=True)
@@ -314,7 +326,7 @@ class Generator:
                 _one_step, self._graphdef, self._params, cache, token, key, jnp.int32(t),
                 *settings, greedy=greedy,
             )  # fmt: skip
-            value = int(token[0])
+            value = int(shd.to_host(token)[0])
             if value == EOS_ID:
                 break
             new.append(value)

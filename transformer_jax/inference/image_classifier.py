@@ -24,7 +24,9 @@ from transformer_jax import storage
 from transformer_jax.data.images.folder import read_image
 from transformer_jax.inference import loading
 from transformer_jax.inference.classifier import Prediction, label_names
+from transformer_jax.inference.mesh import MeshLike, on_mesh, serving_mesh, under
 from transformer_jax.inference.patch_attention import PatchAttention, patch_attention
+from transformer_jax.sharding import to_host
 from transformer_jax.workdir import CheckpointError, Workdir
 
 ImageInput = np.ndarray | str | os.PathLike
@@ -60,7 +62,14 @@ def as_model_pixels(array: np.ndarray, what: str) -> np.ndarray:
 class ImageClassifier:
     """A trained ViT with its label names."""
 
-    def __init__(self, model: nnx.Module, label_names: Sequence[str], workdir: Workdir, steps):
+    def __init__(
+        self,
+        model: nnx.Module,
+        label_names: Sequence[str],
+        workdir: Workdir,
+        steps,
+        mesh: jax.sharding.Mesh | None = None,
+    ):
         if len(label_names) != model.cfg.num_classes:
             raise CheckpointError(
                 f"{workdir.labels_json}: {len(label_names)} labels, but the model has "
@@ -73,17 +82,22 @@ class ImageClassifier:
             list(steps),
         )
         self.image_shape = model.cfg.image_shape
+        self.mesh = mesh  # The mesh the parameters are sharded over (None: replicated).
         self._graphdef, self._params = nnx.split(model)
 
     @classmethod
     def from_checkpoint(
-        cls, workdir: str | os.PathLike, step: int | None = None
+        cls, workdir: str | os.PathLike, step: int | None = None, *, mesh: MeshLike | None = None
     ) -> ImageClassifier:
-        """Loads a workdir of task 'image_classify' written by train.py.
+        """Loads a workdir of task 'image_classify' written by train.py; with `mesh` (axis
+        sizes such as `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored
+        straight into their shards of that mesh and batches are split over data and fsdp.
 
         Raises:
+          MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: not such a workdir, or a file is missing or damaged (named).
         """
+        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
         workdir = Workdir.at(workdir).require()
         config = workdir.read_config()
         task, name = config.get("task"), config.model.get("name")
@@ -93,7 +107,7 @@ class ImageClassifier:
                 f"ImageClassifier needs a 'vit' model trained for 'image_classify' (a "
                 f"configs/vit_*.py run)."
             )
-        model, steps = loading.load_model(workdir, config, None, step)
+        model, steps = loading.load_model(workdir, config, None, step, mesh=mesh)
         try:
             names = label_names(json.loads(workdir.labels_json.read_bytes())["label_names"])
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -101,7 +115,7 @@ class ImageClassifier:
                 f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
                 f"rerun train.py on the workdir (it writes labels.json before training)."
             ) from e
-        return cls(model, names, workdir, steps)
+        return cls(model, names, workdir, steps, mesh)
 
     # ------------------------------------------------------------------------------ inputs
     def prepare(self, images, *, resize: bool = False) -> np.ndarray:
@@ -163,7 +177,9 @@ class ImageClassifier:
             chunk = pixels[start : start + batch_size]
             padded = np.zeros((batch_size, *self.image_shape), np.float32)
             padded[: len(chunk)] = chunk  # one compiled shape whatever the count
-            probs = np.asarray(_probabilities(self._graphdef, self._params, padded))
+            with under(self.mesh):
+                probs = _probabilities(self._graphdef, self._params, *on_mesh(self.mesh, padded))
+            probs = to_host(probs)
             for row in probs[: len(chunk)]:
                 named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
                 out.append(Prediction(self.label_names[int(np.argmax(row))], named))
@@ -174,12 +190,13 @@ class ImageClassifier:
         pixels = self.prepare(image, resize=resize)
         if len(pixels) != 1:
             raise ValueError(f"attention takes one image, got {len(pixels)}.")
-        probs, weights = _attention(self._graphdef, self._params, pixels)
-        row = np.asarray(probs)[0]
+        with under(self.mesh):
+            probs, weights = _attention(self._graphdef, self._params, *on_mesh(self.mesh, pixels))
+        row = to_host(probs)[0]
         named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
         prediction = Prediction(self.label_names[int(np.argmax(row))], named)
         maps = patch_attention(
-            [np.asarray(w)[0] for w in weights],
+            [to_host(w)[0] for w in weights],
             self.model.cfg.grid,
             has_cls=self.model.cfg.pool == "cls",
         )

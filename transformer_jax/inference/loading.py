@@ -24,8 +24,10 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from transformer_jax import models
+from transformer_jax import sharding as shd
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
+from transformer_jax.inference.mesh import MeshLike, check_fits, serving_mesh
 from transformer_jax.workdir import CheckpointError, Workdir
 
 AnyTokenizer = Tokenizer | ByteTokenizer  # The two share encode/decode/vocab_size/special ids.
@@ -199,13 +201,16 @@ def _check_shapes(state_dir: epath.Path, handler, abstract_params) -> None:
         )
 
 
-def restore_params(
-    workdir: Workdir, step: int, abstract_params: nnx.State, sharding: NamedSharding
-) -> nnx.State:
-    """The parameters of one step, placed with `sharding`; the optimizer state is not read.
+def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shardings) -> nnx.State:
+    """The parameters of one step, each leaf placed with its sharding; the optimizer state is
+    not read.
 
-    Orbax restores into `jax.ShapeDtypeStruct(..., sharding=sharding)` targets with
-    `partial_restore=True`, so only the leaves under `params` are read from disk.
+    Args:
+      shardings: one NamedSharding for every leaf, or a tree of them like `abstract_params`.
+
+    Orbax restores into `jax.ShapeDtypeStruct(..., sharding=...)` targets with
+    `partial_restore=True`, so only the leaves under `params` are read from disk, and each
+    device reads only its own shard.
     """
     import orbax.checkpoint as ocp
 
@@ -213,10 +218,13 @@ def restore_params(
     handler = ocp.PyTreeCheckpointHandler()
     try:
         _check_shapes(state_dir, handler, abstract_params)
+        if isinstance(shardings, NamedSharding):
+            shardings = jax.tree.map(lambda _: shardings, abstract_params)
         target = {
             "params": jax.tree.map(
-                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding),
+                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
                 abstract_params,
+                shardings,
             )
         }
         try:
@@ -253,18 +261,30 @@ def load_model(
     tokenizer: AnyTokenizer | None,
     step: int | None = None,
     average_last: int = 0,
+    *,
+    mesh: MeshLike | None = None,
 ) -> tuple[nnx.Module, list[int]]:
     """Any registered model with the parameters of `step` (or the mean of `average_last`
-    checkpoints), replicated on this host's devices.
+    checkpoints): replicated on this host's devices, or with `mesh` each parameter restored
+    straight into its shard of that mesh (as training shards it, by logical axes).
+
+    Raises:
+      MeshError: `mesh` does not fit the devices or the model (see `inference.mesh`).
+      CheckpointError: a file of the workdir cannot be used.
 
     Returns:
       (the model, the steps whose parameters were loaded).
     """
+    mesh = serving_mesh(mesh)
     cfg = load_model_config(workdir, config, tokenizer)
     steps = select_steps(workdir, step, average_last)
     graphdef, abstract_params = abstract_model(cfg)
-    mesh = jax.sharding.Mesh(np.asarray(jax.local_devices()), ("data",))
-    replicated = NamedSharding(mesh, jax.sharding.PartitionSpec())
-    trees = [restore_params(workdir, s, abstract_params, replicated) for s in steps]
+    if mesh is None:
+        local = jax.sharding.Mesh(np.asarray(jax.local_devices()), ("data",))
+        shardings = NamedSharding(local, jax.sharding.PartitionSpec())
+    else:
+        check_fits(abstract_params, mesh)
+        shardings = shd.param_shardings(abstract_params, mesh)
+    trees = [restore_params(workdir, s, abstract_params, shardings) for s in steps]
     params = trees[0] if len(trees) == 1 else average_params(trees)
     return nnx.merge(graphdef, params), steps

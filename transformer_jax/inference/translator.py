@@ -6,7 +6,9 @@
 
 Inputs are sorted by length and decoded in batches whose source length is padded to a multiple
 of 16 tokens, so a whole file compiles a handful of programs; outputs come back in input order.
-The parameters are replicated on the local devices and each batch is split over them.
+The parameters are replicated on the local devices and each batch is split over them; with
+`mesh=` (e.g. `{"fsdp": 4, "tensor": 2}`, see `transformer_jax.inference.mesh`) each parameter
+is restored straight into its shard of that mesh and batches are split over data and fsdp.
 
 Letters: B batch, S source length, T target length, N heads.
 """
@@ -26,8 +28,10 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from transformer_jax import sharding as shd
 from transformer_jax.inference import loading
 from transformer_jax.inference.decoding import beam_search, greedy_decode
+from transformer_jax.inference.mesh import MeshLike, serving_mesh
 from transformer_jax.models.encoder_decoder import Transformer
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -91,8 +95,13 @@ class Translator:
 
     Build it with `Translator.from_checkpoint(workdir)`, or directly from a model and tokenizer.
 
+    Args (of the constructor, besides the attributes):
+      mesh: the `("data", "fsdp", "tensor")` mesh the model's parameters live on (e.g. the
+        training mesh); every process then feeds the same full batch. Default: the
+        parameters are replicated on this host's devices.
+
     Attributes:
-      model: the `Transformer` (parameters replicated on the local devices).
+      model: the `Transformer` (parameters replicated on the local devices, or sharded).
       tokenizer: the run's `transformer_jax.data.Tokenizer`.
       steps: the checkpoint steps whose parameters were loaded (averaged when several).
       config: the run's ml_collections config (None when built from a model).
@@ -115,7 +124,12 @@ class Translator:
     # ------------------------------------------------------------------------------ loading
     @classmethod
     def from_checkpoint(
-        cls, workdir: str | os.PathLike, step: int | None = None, average_last: int = 0
+        cls,
+        workdir: str | os.PathLike,
+        step: int | None = None,
+        average_last: int = 0,
+        *,
+        mesh: MeshLike | None = None,
     ) -> Translator:
         """Loads a train.py workdir: config.json, tokenizer.model and a checkpoint's parameters.
 
@@ -124,11 +138,16 @@ class Translator:
           step: the checkpoint step to load; default the latest.
           average_last: if > 1, the element-wise mean of the parameters of the last
             `average_last` checkpoints up to `step` (§6.1 averages the last 5 for base models).
+          mesh: serve on this mesh, parameters restored already sharded: axis sizes
+            (`{"fsdp": 4, "tensor": 2}` or `"fsdp=4,tensor=2"`) or a `Mesh`. Default:
+            replicated on this host's devices.
 
         Raises:
+          MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: the workdir, one of its files or the checkpoint cannot be used; the
             message names the file and what to do.
         """
+        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
         workdir = Workdir.at(workdir).require()
         config = workdir.read_config()
         if config.model.name != "encoder_decoder":
@@ -137,8 +156,8 @@ class Translator:
                 f"Translator needs an 'encoder_decoder'."
             )
         tokenizer = loading.load_tokenizer(workdir, config)
-        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last)
-        return cls(model, tokenizer, steps=steps, config=config, workdir=workdir)
+        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last, mesh=mesh)
+        return cls(model, tokenizer, steps=steps, config=config, workdir=workdir, mesh=mesh)
 
     # ------------------------------------------------------------------------------ encoding
     def _encode(self, texts: Sequence[str]) -> list[list[int] | None]:
@@ -176,16 +195,16 @@ class Translator:
         if self._global_mesh is None:
             src = jax.device_put(src, NamedSharding(self._mesh, PartitionSpec("data")))
         else:
-            replicated = NamedSharding(self._global_mesh, PartitionSpec())
-            src = jax.make_array_from_process_local_data(replicated, src)
-        if beam_size == 1:
-            tokens, _ = greedy_decode(self.model, src, max_len=max_len)
-        else:
-            tokens, _ = beam_search(
-                self.model, src, beam_size=beam_size, alpha=alpha, max_len=max_len
-            )
-            tokens = tokens[:, 0]
-        return np.asarray(jax.device_get(tokens))
+            src = shd.place_batch(src, self._global_mesh)
+        with jax.set_mesh(self._mesh):  # Activations keep the batch split (constrain_batch).
+            if beam_size == 1:
+                tokens, _ = greedy_decode(self.model, src, max_len=max_len)
+            else:
+                tokens, _ = beam_search(
+                    self.model, src, beam_size=beam_size, alpha=alpha, max_len=max_len
+                )
+                tokens = tokens[:, 0]
+        return shd.to_host(tokens)
 
     # ------------------------------------------------------------------------------ translate
     def translate(
@@ -268,7 +287,7 @@ class Translator:
         weights = _forward_with_attention(
             graphdef, params, np.asarray([src_ids], np.int32), np.asarray([tgt_in], np.int32)
         )
-        weights = jax.device_get(weights)
+        weights = jax.tree.map(shd.to_host, weights)
         return AttentionResult(
             source_tokens=[tok.id_to_piece(i) for i in src_ids],
             target_tokens=[tok.id_to_piece(i) for i in tgt_in],
