@@ -7,8 +7,10 @@
         [--remat=full] --out=/tmp/compile.json   # compile time with/without the layer scan
 
 Synthetic batches of fixed shape (every token real) go through the same jitted, sharded,
-donated `train_step` as `train.py`. Prints a table and writes JSON (default
-benchmarks/results/train_step.json).
+donated `train_step` as `train.py`. Beside each model's achieved FLOP/s the script measures
+XLA's float32 matrix-product rate on the same machine (`matmul_tflops`), the practical ceiling
+on a CPU, and reports the fraction of it reached (`of_matmul_rate`). Prints a table and writes
+JSON (default benchmarks/results/train_step.json).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # for configs/
@@ -54,22 +57,36 @@ def model_flops_per_token(cfg: TransformerConfig, length: int) -> float:
     return 3.0 * (enc + dec + 2 * d * v)
 
 
-def bench(name, args):
-    options = dict(
-        scan_layers=args.scan_layers, remat=args.remat, attention_kernel=args.attention_kernel
-    )
-    section = {**MODELS[name], "dtype": args.dtype, "dropout_rate": 0.1, **options}
-    if args.depth:
-        section.update(num_encoder_layers=args.depth, num_decoder_layers=args.depth)
-    cfg = models.build_config(section, {"vocab_size": VOCAB[name], "max_len": args.seq_len})
+def matmul_tflops(n: int = 2048, repeats: int = 5, dtype=jnp.float32) -> float:
+    """XLA's rate on one jitted n x n x n matrix product on this machine (best of `repeats`),
+    in TFLOP/s: the ceiling a matmul-bound step could reach here."""
+    a = jax.random.normal(jax.random.key(0), (n, n), dtype)
+    b = jax.random.normal(jax.random.key(1), (n, n), dtype)
+    dot = jax.jit(jnp.dot)
+    jax.block_until_ready(dot(a, b))
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        jax.block_until_ready(dot(a, b))
+        best = min(best, time.perf_counter() - started)
+    return 2.0 * n**3 / best / 1e12
+
+
+def build_step(cfg: TransformerConfig, rows: int, seq_len: int, *, label_smoothing: float = 0.1):
+    """The jitted, sharded, donated `train_step` of `train.py` for `cfg`, on a data-parallel
+    mesh over every device, with a synthetic batch of `rows` x `seq_len` real tokens.
+
+    `rows` is rounded up to a multiple of the device count. Returns
+    `(train_fn, state, batch, key, compile_s, compiled)`; `train_fn(state, batch, key)`.
+    """
     tx, _ = make_optimizer(cfg.d_model, warmup_steps=4000)
     mesh = shd.make_mesh({"data": -1})
-    rows = max(args.batch_tokens // args.seq_len // mesh.size, 1) * mesh.size
+    rows = -(-rows // mesh.size) * mesh.size
     graphdef, state, shardings = create_train_state(cfg, tx, mesh, seed=0)
-    loss = functools.partial(translation_loss, label_smoothing=0.1)
+    loss = functools.partial(translation_loss, label_smoothing=label_smoothing)
     train_fn, _ = ts.compile_steps(graphdef, tx, shardings, mesh, loss_fn=loss)
     rng = np.random.default_rng(0)
-    shape = (rows, args.seq_len)
+    shape = (rows, seq_len)
     batch = {
         "src": rng.integers(4, cfg.vocab_size, shape).astype(np.int32),
         "tgt_in": rng.integers(4, cfg.vocab_size, shape).astype(np.int32),
@@ -82,6 +99,20 @@ def bench(name, args):
         started = time.perf_counter()
         compiled = train_fn.jitted.lower(state, batch, key).compile()
         compile_s = time.perf_counter() - started
+    return train_fn, state, batch, key, compile_s, compiled
+
+
+def bench(name, args, matmul: float):
+    options = dict(
+        scan_layers=args.scan_layers, remat=args.remat, attention_kernel=args.attention_kernel
+    )
+    section = {**MODELS[name], "dtype": args.dtype, "dropout_rate": 0.1, **options}
+    if args.depth:
+        section.update(num_encoder_layers=args.depth, num_decoder_layers=args.depth)
+    cfg = models.build_config(section, {"vocab_size": VOCAB[name], "max_len": args.seq_len})
+    devices = jax.device_count()
+    rows = max(args.batch_tokens // args.seq_len // devices, 1) * devices
+    train_fn, state, batch, key, compile_s, compiled = build_step(cfg, rows, args.seq_len)
     memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
@@ -114,6 +145,8 @@ def bench(name, args):
         "target_tokens_per_s": round(tokens_per_s),
         "model_flops_per_token": flops_token,
         "achieved_tflops": round(tokens_per_s * flops_token / 1e12, 4),
+        "matmul_tflops": round(matmul, 4),
+        "of_matmul_rate": round(tokens_per_s * flops_token / 1e12 / matmul, 3),
         "xla_flops_per_step": float(cost.get("flops", 0.0)) if cost else None,
         "temp_mib": round(memory.temp_size_in_bytes / 2**20, 1) if memory else None,
         "args_mib": round(memory.argument_size_in_bytes / 2**20, 1) if memory else None,
@@ -141,7 +174,9 @@ def main():
     p.add_argument("--depth", type=int, default=0, help="Encoder and decoder layers (0: preset).")
     p.add_argument("--out", default="benchmarks/results/train_step.json")
     args = p.parse_args()
-    rows = [bench(name, args) for name in args.models.split(",")]
+    matmul = matmul_tflops()
+    print(f"XLA float32 2048^3 matmul on this machine: {1000 * matmul:.1f} GFLOP/s")
+    rows = [bench(name, args, matmul) for name in args.models.split(",")]
     cols = [
         "model",
         "params",
@@ -152,6 +187,7 @@ def main():
         "target_tokens_per_s",
         "model_flops_per_token",
         "achieved_tflops",
+        "of_matmul_rate",
         "temp_mib",
     ] + (["mfu"] if args.peak_tflops else [])
     if args.compile_only:

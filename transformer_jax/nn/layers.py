@@ -42,9 +42,13 @@ class LayerNorm(nnx.Module):
 
     def __call__(self, x: Float[Array, "*B D"]) -> Float[Array, "*B D"]:
         x32 = x.astype(jnp.float32)
-        mean = x32.mean(-1, keepdims=True)
-        var = jnp.square(x32 - mean).mean(-1, keepdims=True)
-        y = (x32 - mean) * jax.lax.rsqrt(var + self.eps)
+        centered = x32 - x32.mean(-1, keepdims=True)
+        var = jnp.square(centered).mean(-1, keepdims=True)
+        # A division, not a multiplication by rsqrt: in the backward pass of a pre-LN stack the
+        # residual gradient is otherwise a chain of cheap element-wise ops through every layer,
+        # which XLA on CPU re-computes inside each layer's fusions (quadratic in depth); a
+        # full-size division is "expensive" to XLA, so the chain is materialised once per layer.
+        y = centered / jnp.sqrt(var + self.eps)
         return (y * self.scale[...] + self.bias[...]).astype(self.dtype)
 
 
