@@ -40,8 +40,13 @@ OPTIONS = {
 }
 
 
-# Every option on the encoder-decoder (both stacks, cross-attention); all at once on the others.
-CASES = [("encoder_decoder", option) for option in OPTIONS] + [
+# Remat alone, and scan + remat + kernel together, on the encoder-decoder (both stacks,
+# cross-attention); all at once on the others. (The kernel alone: tests/nn/test_attention.py and
+# test_blocks.py; suite time.)
+CASES = [
+    ("encoder_decoder", option) for option in ("remat full", "scanned, remat dots, xla kernel")
+]
+CASES += [
     (name, "scanned, remat dots, xla kernel") for name in ("decoder_only", "encoder_only", "vit")
 ]
 
