@@ -237,6 +237,12 @@ def test_conflicting_workdir_is_refused(tmp_path):
     config = tiny.get_config()
     config.num_train_steps = 50  # schedule changes are allowed
     check_or_write_config(Workdir.at(tmp_path), config, fields)
+    config.model.scan_layers, config.model.remat = True, "full"  # and how the model runs
+    config.model.attention_kernel = "xla"
+    check_or_write_config(Workdir.at(tmp_path), config, fields)
+    config.model.d_ff = 96
+    with pytest.raises(ValueError, match="model.d_ff: 64 -> 96"):
+        check_or_write_config(Workdir.at(tmp_path), config, fields)
 
 
 @pytest.mark.parametrize(

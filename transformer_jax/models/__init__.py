@@ -2,6 +2,7 @@
 registers itself here under the name a training config gives in `config.model.name`."""
 
 from transformer_jax.models import decoder_only, encoder_decoder, encoder_only, vit
+from transformer_jax.models.fields import EXECUTION_FIELDS
 from transformer_jax.models.registry import (
     ModelSpec,
     abstract_model,
@@ -74,6 +75,7 @@ register(
 )
 
 __all__ = [
+    "EXECUTION_FIELDS",
     "ModelSpec",
     "abstract_model",
     "build_config",

@@ -11,6 +11,9 @@ from transformer_jax.nn.blocks import REMAT, BlockSpec
 from transformer_jax.nn.layers import ACTIVATIONS
 
 DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+# Fields that say how a model runs, not what it computes (same parameters, same function): a
+# run may change them when it resumes.
+EXECUTION_FIELDS = ("attention_kernel", "scan_layers", "remat")
 # The widths of every model's `tiny` preset (tests and smoke runs), with its depth added.
 TINY = dict(d_model=32, num_heads=4, d_ff=64, dropout_rate=0.0, max_len=64)
 CHOICES = {  # Fields every model that has them restricts to these values.

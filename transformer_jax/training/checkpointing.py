@@ -36,7 +36,8 @@ def config_conflicts(saved: dict, new: dict, data_fields: tuple[str, ...] = ()) 
     of token ids (the task's `model_defining_data_fields`).
 
     Model sections are compared with omitted fields at their defaults, so a workdir written
-    before a field existed still resumes when the new config keeps that default.
+    before a field existed still resumes when the new config keeps that default. How the model
+    runs (`models.EXECUTION_FIELDS`: attention kernel, layer scan, remat) may change.
     """
     saved, new = migrate(saved), migrate(new)
     diffs = []
@@ -46,7 +47,7 @@ def config_conflicts(saved: dict, new: dict, data_fields: tuple[str, ...] = ()) 
     if a_model.get("name") != b_model.get("name"):
         return diffs + [f"model.name: {a_model.get('name')!r} -> {b_model.get('name')!r}"]
     a_model, b_model = models.canonical_fields(a_model), models.canonical_fields(b_model)
-    for key in sorted(set(a_model) | set(b_model)):
+    for key in sorted((set(a_model) | set(b_model)) - set(models.EXECUTION_FIELDS)):
         a, b = a_model.get(key), b_model.get(key)
         if a != b:
             diffs.append(f"model.{key}: {a!r} -> {b!r}")
