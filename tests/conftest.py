@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from tests.train_runs import device_flags, subprocess_env, train_once
+from tests.train_runs import device_flags, subprocess_env, train_once, trained_once
 
 os.environ.setdefault("XLA_FLAGS", device_flags(8))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -38,7 +38,10 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     Trained once per session in a subprocess on one device (about 20 s); the tests restore it
     onto their 8 fake devices, which also checks loading across device counts.
     """
-    workdir = tmp_path_factory.mktemp("tiny_run")
+    return trained_once(tmp_path_factory, "tiny_run", _train_tiny)
+
+
+def _train_tiny(workdir: pathlib.Path) -> None:
     env = subprocess_env()
     cmd = [
         sys.executable,
@@ -56,30 +59,37 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     proc = subprocess.run(cmd, cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600)
     if proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return workdir
 
 
 @pytest.fixture(scope="session")
 def tiny_lm_workdir(tmp_path_factory) -> pathlib.Path:
     """A tiny language-model run of configs/gpt_tiny.py (byte tokens, the stdlib corpus, 20
     steps, checkpoints at 10 and 20), trained once per session in a subprocess (about 15 s)."""
-    return train_once(tmp_path_factory.mktemp("tiny_lm_run"), "configs/gpt_tiny.py")
+    return trained_once(
+        tmp_path_factory, "tiny_lm_run", lambda w: train_once(w, "configs/gpt_tiny.py")
+    )
 
 
 @pytest.fixture(scope="session")
 def tiny_bert_workdir(tmp_path_factory) -> pathlib.Path:
     """A tiny BERT pretraining run of configs/bert_tiny.py (the stdlib corpus, a 512-piece
     tokenizer, 20 steps), trained once per session in a subprocess (about 15 s)."""
-    return train_once(tmp_path_factory.mktemp("tiny_bert_run"), "configs/bert_tiny.py")
+    return trained_once(
+        tmp_path_factory, "tiny_bert_run", lambda w: train_once(w, "configs/bert_tiny.py")
+    )
 
 
 @pytest.fixture(scope="session")
 def tiny_classifier(tmp_path_factory, tiny_bert_workdir) -> pathlib.Path:
     """configs/bert_classify_tiny.py (a pair classifier) fine-tuned from the tiny BERT run, with
     its baselines, trained once per session in a subprocess (about 15 s)."""
-    return train_once(
-        tmp_path_factory.mktemp("tiny_cls"),
-        "configs/bert_classify_tiny.py",
-        f"--config.init_from={tiny_bert_workdir}",
-        "--config.baselines=True",
+    return trained_once(
+        tmp_path_factory,
+        "tiny_cls",
+        lambda w: train_once(
+            w,
+            "configs/bert_classify_tiny.py",
+            f"--config.init_from={tiny_bert_workdir}",
+            "--config.baselines=True",
+        ),
     )

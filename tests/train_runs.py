@@ -1,10 +1,13 @@
 """Running train.py for tests: one subprocess, one device, its stderr kept in the workdir; and
 the environment of every process the tests start."""
 
+import fcntl
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The tests' programs are tiny: compiling them costs more than running them (a tiny train step:
@@ -37,3 +40,26 @@ def train_once(workdir: pathlib.Path, config: str, *overrides: str) -> pathlib.P
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     (workdir / "train.stderr").write_text(proc.stderr)
     return workdir
+
+
+def trained_once(
+    tmp_path_factory, name: str, train: Callable[[pathlib.Path], object]
+) -> pathlib.Path:
+    """A workdir that `train(workdir)` fills, trained once per test session however many
+    pytest-xdist workers run it: the first worker to ask trains it in a folder the workers share
+    (under a lock), and every worker gets its own copy, so tests that write into their workdir
+    (evaluate's outputs) never meet another worker's writes. Without xdist: trained in place."""
+    own = tmp_path_factory.mktemp(name)
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        train(own)
+        return own
+    shared = tmp_path_factory.getbasetemp().parent / f"trained_once_{name}"
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # Released when the file closes (or the worker dies).
+        if not (shared / ".trained").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            train(shared)
+            (shared / ".trained").touch()
+    shutil.copytree(shared, own, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".trained"))
+    return own
