@@ -13,6 +13,7 @@ from transformer_jax.nn import (
     KVCache,
     MemoryKV,
     Stack,
+    blocks,
     reorder_cache,
     repeat_cache,
 )
@@ -109,3 +110,23 @@ def test_beams_share_one_memory_row_per_input():
     shared, _ = block.decode(x, cache, cross_mask=cross_mask)
     expected, _ = block.decode(x, copied, cross_mask=jnp.repeat(cross_mask, k, axis=0))
     np.testing.assert_allclose(shared, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("norm", "barriers"), [("pre", 3), ("post", 0)])
+def test_pre_ln_stack_stores_its_residual_gradient_once_per_layer(norm, barriers):
+    """On one CPU device an unrolled pre-LN stack's backward pass holds one conditional per
+    layer (`gradient_barrier`), which stops XLA recomputing the residual gradient's sum in
+    every layer; post-LN needs none. The gradient is unchanged (the barrier is the identity)."""
+    stack = Stack(_spec(norm=norm), 3, rngs=nnx.Rngs(0))
+    graphdef, params = nnx.split(stack)
+
+    def loss(params, x):
+        return jnp.sum(jnp.sin(nnx.merge(graphdef, params)(x, None)[0]))
+
+    compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(params, _x(0)).compile().as_text()
+    assert compiled.count(" conditional(") == barriers
+    x = _x(1)
+    np.testing.assert_array_equal(
+        jax.grad(lambda x: jnp.sum(jnp.sin(blocks.gradient_barrier(x)) * x))(x),
+        jax.grad(lambda x: jnp.sum(jnp.sin(x) * x))(x),
+    )
