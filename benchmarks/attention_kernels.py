@@ -42,7 +42,9 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def _ms_per_call(fn, *args, min_time: float) -> float:
+def ms_per_call(fn, *args, min_time: float) -> float:
+    """Milliseconds per call of `fn(*args)`, after one call that compiles it; at least 3 calls
+    and `min_time` seconds."""
     jax.block_until_ready(fn(*args))  # compile
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < min_time or calls < 3:
@@ -82,8 +84,8 @@ def main() -> None:
             grad = jax.jit(jax.grad(lambda q, k, v, p, a=attend: a(q, k, v, p).sum(), (0, 1, 2)))
             row = {"impl": name, "length": length}
             try:
-                row["forward_ms"] = _ms_per_call(forward, q, k, v, pad, min_time=args.min_time)
-                row["grad_ms"] = _ms_per_call(grad, q, k, v, pad, min_time=args.min_time)
+                row["forward_ms"] = ms_per_call(forward, q, k, v, pad, min_time=args.min_time)
+                row["grad_ms"] = ms_per_call(grad, q, k, v, pad, min_time=args.min_time)
             except Exception as e:  # e.g. cuDNN refusing a dtype or head dim: report, go on.
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
             rows.append(row)

@@ -25,11 +25,15 @@ import argparse
 import json
 import pathlib
 import platform
-import time
+import sys
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int8
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from benchmarks.attention_kernels import ms_per_call  # noqa: E402
 
 DOT = (((1,), (0,)), ((), ()))  # x[M, K] . w[K, N]
 
@@ -76,15 +80,6 @@ def _parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def _ms_per_call(fn, *args, min_time: float) -> float:
-    jax.block_until_ready(fn(*args))  # compile
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < min_time or calls < 3:
-        jax.block_until_ready(fn(*args))
-        calls += 1
-    return 1e3 * (time.perf_counter() - start) / calls
-
-
 def main(args: argparse.Namespace) -> dict:
     key_x, key_w = jax.random.split(jax.random.key(0))
     print(f"{'M':>4} {'shape':>9} " + " ".join(f"{w:>13}" for w in WAYS) + "   (ms; x = f32 / way)")
@@ -98,7 +93,7 @@ def main(args: argparse.Namespace) -> dict:
             ms = {}
             for name, way in WAYS.items():
                 fn = jax.jit(way)
-                ms[name] = _ms_per_call(fn, x, w if name == "f32" else q, s, min_time=args.min_time)
+                ms[name] = ms_per_call(fn, x, w if name == "f32" else q, s, min_time=args.min_time)
             err = float(jnp.max(jnp.abs(w8_convert(x, q, s) - f32(x, w, s))))
             rows.append(dict(rows=m, d_in=d_in, d_out=d_out, ms=ms, max_abs_error_w8=err))
             cells = " ".join(
