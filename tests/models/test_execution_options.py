@@ -87,3 +87,33 @@ def test_attention_weights_still_returned_with_a_kernel():
     assert len(weights) == 2 and weights[0].shape == (2, 4, 7, 7)
     np.testing.assert_allclose(weights[0].sum(-1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(logits, model(TOKENS), rtol=1e-5, atol=1e-5)
+
+
+STACKS = {"encoder_decoder": 2, "decoder_only": 1, "encoder_only": 1, "vit": 1}
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_full_pass_runs_every_attention_on_the_kernel_and_scans_every_stack(name, monkeypatch):
+    """Without attention maps asked for, every attention sublayer goes through the kernel, and
+    with `scan_layers` every stack is one loop (the encoder-decoder once computed its encoder's
+    maps in every full pass, which kept that stack unrolled and on the reference equation)."""
+    import transformer_jax.nn.multi_head as multi_head
+
+    preset, forward = _forward(name)
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return kernel(*args, **kwargs)
+
+    kernel = multi_head.kernel_attention
+    monkeypatch.setattr(multi_head, "kernel_attention", counted)
+    cfg = preset(attention_kernel="xla")
+    forward(build_model(cfg, rngs=nnx.Rngs(0)))
+    layers = sum(getattr(cfg, f, 0) for f in ("num_encoder_layers", "num_layers"))
+    layers += 2 * getattr(cfg, "num_decoder_layers", 0)  # self- and cross-attention
+    assert len(calls) == layers
+
+    scanned = build_model(preset(scan_layers=True), rngs=nnx.Rngs(0))
+    hlo = jax.jit(lambda m: forward(m)).lower(scanned).as_text()
+    assert hlo.count("stablehlo.while") == STACKS[name]

@@ -184,14 +184,17 @@ class Transformer(nnx.Module):
         """
         if not deterministic and rng is None:
             raise ValueError("Transformer: deterministic=False (dropout on) needs rng=<PRNG key>.")
-        memory, enc_ws = self.encode(
+        # The encoder's weights only when asked: computing them keeps its layers unrolled and
+        # off the attention kernel.
+        encoded = self.encode(
             src,
             src_segment_ids=src_segment_ids,
             src_positions=src_positions,
             rng=rng,
             deterministic=deterministic,
-            return_attention=True,
+            return_attention=return_attention,
         )
+        memory, enc_ws = encoded if return_attention else (encoded, None)
         out = self.decode(
             tgt_in,
             memory,
