@@ -116,6 +116,7 @@ def export_weights(model) -> tuple[dict[str, np.ndarray], dict]:
     from flax import nnx
 
     from transformer_jax import sinusoidal_encoding
+    from transformer_jax.nn.stacked import to_layout
     from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
     cfg = model.cfg
@@ -123,7 +124,7 @@ def export_weights(model) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError("export_weights maps sinusoidal, shared and tied models only.")
     weights = {
         "/".join(map(str, path)): np.asarray(var[...], np.float32)
-        for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param))
+        for path, var in nnx.to_flat_state(to_layout(nnx.state(model, nnx.Param), False))
     }
     weights["position_encodings"] = np.asarray(sinusoidal_encoding(cfg.max_len, cfg.d_model))
     special = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>"}

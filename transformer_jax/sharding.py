@@ -34,6 +34,7 @@ LOGICAL_RULES: dict[str, tuple[str, ...]] = {
     "mlp": ("tensor",),
     "vocab": ("tensor",),
     "kv": (),
+    "layers": (),  # The layer axis of stacked parameters (`nn.stacked`): every device has all.
 }
 
 

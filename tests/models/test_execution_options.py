@@ -14,6 +14,7 @@ from transformer_jax.models.encoder_decoder.config import TransformerConfig
 from transformer_jax.models.encoder_only.config import EncoderOnlyConfig
 from transformer_jax.models.registry import build_model
 from transformer_jax.models.vit.config import VitConfig
+from transformer_jax.nn.stacked import to_layout
 
 TOKENS = jnp.array([[5, 9, 3, 7, 2, 0, 0], [4, 4, 8, 1, 6, 3, 2]])  # Row 0 is padded.
 IMAGES = jax.random.normal(jax.random.key(3), (2, 8, 8, 1))
@@ -55,7 +56,7 @@ CASES += [
 def test_execution_option_computes_the_reference_function(name, option):
     """Same parameters, dropout on the residuals (same key): outputs and parameter gradients
     equal those of the reference execution (unrolled layers, reference attention, no remat)
-    to float32 rounding; the parameters keep their layout (checkpoints load either way)."""
+    to float32 rounding. Scanned layers hold the same values, stacked on a layer axis."""
     preset, forward = _forward(name)
     models = {
         "reference": build_model(
@@ -63,8 +64,12 @@ def test_execution_option_computes_the_reference_function(name, option):
         ),
         option: build_model(preset(**OPTIONS[option], dropout_rate=0.1), rngs=nnx.Rngs(0)),
     }
-    graphdef, params = nnx.split(models["reference"], nnx.Param)
-    assert jax.tree.structure(nnx.state(models[option], nnx.Param)) == jax.tree.structure(params)
+    params = {k: nnx.state(m, nnx.Param) for k, m in models.items()}
+    stacked = OPTIONS[option].get("scan_layers", False)
+    converted = to_layout(params["reference"], stacked)
+    assert jax.tree.structure(params[option]) == jax.tree.structure(converted)
+    for got, want in zip(jax.tree.leaves(params[option]), jax.tree.leaves(converted), strict=True):
+        np.testing.assert_array_equal(got, want)
 
     @functools.partial(jax.jit, static_argnums=1)
     def loss(params, kernel):
@@ -72,9 +77,10 @@ def test_execution_option_computes_the_reference_function(name, option):
         out = forward(model, rng=jax.random.key(1), deterministic=False)
         return jnp.sum(jnp.tanh(out)), out
 
-    results = {k: jax.value_and_grad(loss, has_aux=True)(params, k) for k in models}
+    results = {k: jax.value_and_grad(loss, has_aux=True)(params[k], k) for k in models}
     (_, ref_out), ref_grads = results["reference"]
     (_, out), grads = results[option]
+    grads = to_layout(grads, False)
     np.testing.assert_allclose(out, ref_out, rtol=1e-5, atol=1e-5)
     for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -28,6 +28,7 @@ from transformer_jax import sharding as shd
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference.mesh import MeshLike, check_fits, serving_mesh
+from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
 from transformer_jax.workdir import CheckpointError, Workdir
 
 AnyTokenizer = Tokenizer | ByteTokenizer  # The two share encode/decode/vocab_size/special ids.
@@ -171,8 +172,10 @@ def _state_dir(workdir: Workdir, step: int) -> epath.Path:
     return state_dir
 
 
-def _check_shapes(state_dir: epath.Path, handler, abstract_params) -> None:
-    """Compare the saved parameter shapes with the model config.json describes."""
+def _saved_layout(state_dir: epath.Path, handler, abstract_params):
+    """`abstract_params` in the layer layout the checkpoint was saved in (stacked or per
+    layer, see `transformer_jax.nn.stacked`), after comparing the saved parameter shapes with
+    the model config.json describes."""
     try:
         saved_tree = handler.metadata(state_dir).tree
         saved = _flat_shapes(saved_tree["params"])
@@ -181,6 +184,9 @@ def _check_shapes(state_dir: epath.Path, handler, abstract_params) -> None:
             f"{state_dir}: cannot read the checkpoint's metadata ({_brief(e)}). "
             f"The save is damaged; pass another --step or delete it."
         ) from e
+    stacked = stacked_layout(saved_tree["params"])
+    if stacked is not None:
+        abstract_params = to_layout(abstract_params, stacked)
     wanted = _flat_shapes(abstract_params)
     problems = [f"{k}: missing from the checkpoint" for k in sorted(set(wanted) - set(saved))]
     problems += [
@@ -199,6 +205,7 @@ def _check_shapes(state_dir: epath.Path, handler, abstract_params) -> None:
             + "\n  ".join(shown)
             + "\nUse the config.json and tokenizer.model the checkpoint was trained with."
         )
+    return abstract_params
 
 
 def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shardings) -> nnx.State:
@@ -216,17 +223,13 @@ def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shar
 
     state_dir = _state_dir(workdir, step)
     handler = ocp.PyTreeCheckpointHandler()
+    if isinstance(shardings, NamedSharding):
+        shardings = jax.tree.map(lambda _: shardings, abstract_params)
+    wanted = jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_params, shardings
+    )
     try:
-        _check_shapes(state_dir, handler, abstract_params)
-        if isinstance(shardings, NamedSharding):
-            shardings = jax.tree.map(lambda _: shardings, abstract_params)
-        target = {
-            "params": jax.tree.map(
-                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-                abstract_params,
-                shardings,
-            )
-        }
+        target = {"params": _saved_layout(state_dir, handler, wanted)}
         try:
             restored = handler.restore(
                 state_dir,
@@ -243,7 +246,10 @@ def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shar
             ) from e
     finally:
         handler.close()
-    return restored["params"]
+    params = restored["params"]
+    if jax.tree.structure(params) != jax.tree.structure(wanted):
+        params = relayout(params, wanted)  # saved with the other `scan_layers`
+    return params
 
 
 def average_params(trees: list[nnx.State]) -> nnx.State:

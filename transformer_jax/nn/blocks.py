@@ -21,6 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 from transformer_jax.nn.attention import dropout
 from transformer_jax.nn.layers import FeedForward, LayerNorm
 from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
+from transformer_jax.nn.stacked import layer_view, stack_modules
 from transformer_jax.sharding import constrain_batch
 
 NORMS = ("post", "pre")
@@ -87,8 +88,9 @@ class BlockSpec:
       dtype: computation dtype (parameters stay float32).
       attention_kernel: how attention runs when its weights are not returned (one of
         `transformer_jax.nn.attention.ATTENTION_KERNELS`).
-      scan_layers: a `Stack` of these blocks runs them as one `lax.scan` over their stacked
-        parameters (compiled once, whatever the depth) instead of one after the other.
+      scan_layers: a `Stack` of these blocks stores their parameters stacked on a leading layer
+        axis and runs them as one `lax.scan` (compiled once, whatever the depth) instead of one
+        after the other.
       remat: what a `Stack`'s backward pass recomputes instead of storing (`REMAT`): "none",
         "full" (each block's activations: least memory) or "dots" (keeps matmul outputs).
     """
@@ -267,22 +269,30 @@ class Stack(nnx.Module):
     """`num_layers` identical blocks; pre-LN adds a final LayerNorm (the residual stream is
     never normalised otherwise).
 
-    With `spec.scan_layers` the full-sequence pass runs the blocks as one `lax.scan` over their
-    parameters stacked on a leading axis at call time: XLA compiles one block instead of
-    `num_layers`, and the parameters (and checkpoints) keep their per-layer layout, so a run
-    can switch it on or off at any time. `spec.remat` wraps each block in `jax.checkpoint`.
+    With `spec.scan_layers` the blocks are stored as one block whose parameters have a leading
+    layer axis (`transformer_jax.nn.stacked`; the same values as unrolled blocks from the same
+    seed), and the full-sequence pass is one `lax.scan` over it: XLA compiles one block and the
+    optimizer updates one array per parameter, so compile time does not grow with depth.
+    Checkpoints restore into either layout. `spec.remat` wraps each block in `jax.checkpoint`.
     """
 
     def __init__(self, spec: BlockSpec, num_layers: int, *, rngs: nnx.Rngs):
         if spec.remat not in REMAT:
             raise ValueError(f"remat={spec.remat!r} is not one of {tuple(REMAT)}.")
-        self.layers = nnx.List([Block(spec, rngs=rngs) for _ in range(num_layers)])
+        blocks = [Block(spec, rngs=rngs) for _ in range(num_layers)]
+        self.num_layers = num_layers
+        self.stacked = spec.scan_layers and num_layers > 0
+        self.layers = stack_modules(blocks) if self.stacked else nnx.List(blocks)
         self.final_norm = (
             LayerNorm(spec.d_model, eps=spec.layer_norm_eps, dtype=spec.dtype)
             if spec.norm == "pre"
             else None
         )
-        self.scan_layers, self.remat = spec.scan_layers, spec.remat
+        self.remat = spec.remat
+
+    def layer(self, i: int) -> Block:
+        """Block `i` (a view of the stacked parameters when they are stacked)."""
+        return layer_view(self.layers, i) if self.stacked else self.layers[i]
 
     def _finish(self, x):
         return x if self.final_norm is None else self.final_norm(x)
@@ -299,9 +309,9 @@ class Stack(nnx.Module):
         return_weights: bool = False,
     ) -> tuple[Float[Array, "B T D"], list[dict[str, Array]]]:
         """`[B, T, D]` -> (`[B, T, D]`, per-layer attention weights as `Block` returns them)."""
-        if not self.layers:
+        if not self.num_layers:
             return self._finish(x), []
-        graphdef = nnx.graphdef(self.layers[0])
+        graphdef = nnx.graphdef(self.layers if self.stacked else self.layers[0])
 
         def block(x, state, i):
             """Layer i (its state given) on x; a pure function of arrays, so it can be
@@ -319,15 +329,15 @@ class Stack(nnx.Module):
 
         if REMAT[self.remat] is not None:
             block = jax.checkpoint(block, policy=REMAT[self.remat])
-        states = [nnx.state(layer) for layer in self.layers]
-        if self.scan_layers and not return_weights:
-            stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *states)
+        if self.stacked and not return_weights:
 
             def step(x, inputs):
                 return block(x, inputs[1], inputs[0])[0], None
 
-            x, _ = jax.lax.scan(step, x, (jnp.arange(len(states)), stacked))
-            return self._finish(x), [{} for _ in states]
+            layers = (jnp.arange(self.num_layers), nnx.state(self.layers))
+            x, _ = jax.lax.scan(step, x, layers)
+            return self._finish(x), [{} for _ in range(self.num_layers)]
+        states = [nnx.state(self.layer(i)) for i in range(self.num_layers)]
         # Between unrolled pre-LN layers on one CPU device, the residual gradient is stored once
         # per layer (see `gradient_barrier`: 1.08x per base train step). The scan stores it
         # anyway; other backends fuse differently, a GPU would read each conditional's predicate
@@ -348,7 +358,9 @@ class Stack(nnx.Module):
         self, batch: int, length: int, memory: Float[Array, "B S D"] | None = None
     ) -> tuple[dict, ...]:
         """One cache per layer (see `Block.init_cache`)."""
-        return tuple(layer.init_cache(batch, length, memory) for layer in self.layers)
+        return tuple(
+            self.layer(i).init_cache(batch, length, memory) for i in range(self.num_layers)
+        )
 
     def decode(
         self,
@@ -359,7 +371,7 @@ class Stack(nnx.Module):
     ) -> tuple[Float[Array, "B T D"], tuple[dict, ...]]:
         """The next `T` positions through every layer's cache."""
         new = []
-        for layer, cache in zip(self.layers, caches, strict=True):
-            x, cache = layer.decode(x, cache, mask, cross_mask)
+        for i, cache in enumerate(caches):
+            x, cache = self.layer(i).decode(x, cache, mask, cross_mask)
             new.append(cache)
         return self._finish(x), tuple(new)

@@ -26,6 +26,7 @@ import orbax.checkpoint as ocp
 from orbax.checkpoint import path as ocp_path
 
 from transformer_jax import models
+from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
 from transformer_jax.workdir import CheckpointError, Workdir, migrate
 
 
@@ -132,15 +133,26 @@ class Checkpoints:
     def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, dict]:
         """(state, data_state, meta) of `step` (default: latest), arrays in their shardings."""
         step = self.latest.latest_step() if step is None else step
+        # A run may switch `scan_layers` when it resumes: restore the layout that was saved.
+        handler = ocp.PyTreeCheckpointHandler()
+        try:
+            state_dir = self.workdir.checkpoints / str(step) / "state"
+            saved = stacked_layout(handler.metadata(state_dir).tree)
+        finally:
+            handler.close()
+        target = abstract_state if saved is None else to_layout(abstract_state, saved)
         restored = self.latest.restore(
             step,
             args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract_state),
+                state=ocp.args.StandardRestore(target),
                 data=ocp.args.JsonRestore(),
                 meta=ocp.args.JsonRestore(),
             ),
         )
-        return restored["state"], dict(restored["data"]), dict(restored["meta"])
+        state = restored["state"]
+        if jax.tree.structure(target) != jax.tree.structure(abstract_state):
+            state = relayout(state, abstract_state)
+        return state, dict(restored["data"]), dict(restored["meta"])
 
     def restore_intact(self, abstract_state) -> tuple[Any, dict, dict] | None:
         """(state, data_state, meta) of the newest checkpoint that restores, or None if none

@@ -17,6 +17,7 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax.inference import loading
+from transformer_jax.nn.stacked import stacked_layout, to_layout
 from transformer_jax.training.state import TrainState
 from transformer_jax.workdir import CheckpointError, Workdir
 
@@ -75,9 +76,11 @@ def init_from_workdir(
     pretrained_cfg = loading.load_model_config(workdir, config, tokenizer)
     check_same_model(model_cfg, pretrained_cfg, str(workdir.model_json))
     model, steps = loading.load_model(workdir, config, tokenizer)
-    pretrained = {
-        _path(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(nnx.state(model))[0]
-    }
+    pretrained = nnx.state(model)
+    stacked = stacked_layout(state.params)  # the pretrained run may have scanned otherwise
+    if stacked is not None:
+        pretrained = to_layout(pretrained, stacked)
+    pretrained = {_path(p): leaf for p, leaf in jax.tree_util.tree_flatten_with_path(pretrained)[0]}
     copied, kept = [], []
 
     def take(path, leaf):
