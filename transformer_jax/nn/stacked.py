@@ -65,10 +65,11 @@ def stacked_layout(tree) -> bool | None:
 
 def relayout(tree, like):
     """`tree`'s values in the layout and the shardings of `like` (ShapeDtypeStructs with
-    shardings, e.g. a restore target); `tree` is donated."""
+    shardings, e.g. a restore target). (Not donated: no buffer of one layout has the shape of
+    one of the other's.)"""
     shardings = jax.tree.map(lambda x: x.sharding, like)
     convert = functools.partial(to_layout, stacked=bool(stacked_layout(like)))
-    return jax.jit(convert, out_shardings=shardings, donate_argnums=0)(tree)
+    return jax.jit(convert, out_shardings=shardings)(tree)
 
 
 # --------------------------------------------------------------------------------- internals
