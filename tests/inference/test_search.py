@@ -7,7 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.inference.search import beam_search_loop, length_penalty, sample_loop
+from transformer_jax.inference.search import (
+    TOP_K_BLOCK,
+    beam_search_loop,
+    length_penalty,
+    sample_loop,
+    top_k,
+)
 
 PAD, EOS, BOS, A, B, C = 0, 1, 2, 3, 4, 5
 V = 6
@@ -209,3 +215,22 @@ def test_staged_loop_grows_the_state_and_equals_one_stage():
     assert int(staged.steps) == 8
     with pytest.raises(ValueError, match="stages must be increasing"):
         sample_loop(step, start, stages=(5, 3, 8), grow_fn=grow, **kw)
+
+
+@pytest.mark.parametrize("n", [8 * 8 * TOP_K_BLOCK, 8 * 8 * TOP_K_BLOCK + 37, 100])
+def test_top_k_by_blocks_equals_lax_top_k_with_ties_and_minus_inf(n):
+    """Same values and indices as jax.lax.top_k, ties to the lower index: rows of distinct
+    values, rows of few distinct values (ties across and within blocks), -inf-heavy rows (dead
+    beams) and an all -inf row; `n` a multiple of the block, not one, and too short for blocks."""
+    rng = np.random.default_rng(0)
+    rows = [
+        rng.standard_normal(n),
+        rng.integers(0, 3, n).astype(np.float64),
+        np.where(rng.random(n) < 0.999, -np.inf, rng.standard_normal(n)),
+        np.full(n, -np.inf),
+    ]
+    x = jnp.asarray(np.stack(rows), jnp.float32)
+    values, index = jax.jit(lambda x: top_k(x, 8))(x)
+    want_values, want_index = jax.lax.top_k(x, 8)
+    np.testing.assert_array_equal(values, want_values)
+    np.testing.assert_array_equal(index, want_index)
