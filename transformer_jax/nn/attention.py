@@ -102,12 +102,16 @@ def heads_first_attention(
 
     For decoding caches: the logits and output matmuls batch over (B, N), so keys and values in
     `[B, N, S, H]` are read as they lie, where `[B, S, N, H]` makes XLA transpose the whole
-    cache at every step. Same result as `dot_product_attention(query, key.swapaxes(1, 2), ...)`.
+    cache at every step. The queries and the output are put heads first too, explicitly (a few
+    rows, not the cache): left to XLA, the matmuls of T > 1 queries (the beams that share a
+    memory) ran ~3x slower on CPU (beam 4 at batch 32 and 1: 1.13x and 1.2x faster decoding).
+    Same result as `dot_product_attention(query, key.swapaxes(1, 2), ...)`.
     """
     depth = query.shape[-1]
-    logits = jnp.einsum("BTNH,BNSH->BNTS", query, key, preferred_element_type=jnp.float32)
+    query = query.swapaxes(1, 2)  # [B, N, T, H]
+    logits = jnp.einsum("BNTH,BNSH->BNTS", query, key, preferred_element_type=jnp.float32)
     weights = masked_softmax(logits / jnp.sqrt(jnp.float32(depth)), mask).astype(value.dtype)
-    return jnp.einsum("BNTS,BNSH->BTNH", weights, value)
+    return jnp.einsum("BNTS,BNSH->BNTH", weights, value).swapaxes(1, 2)
 
 
 def dot_product_attention(
