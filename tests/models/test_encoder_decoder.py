@@ -135,13 +135,16 @@ def test_packed_row_equals_separate_rows():
 @NORMS
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
 def test_kv_cache_matches_teacher_forcing(norm, positional):
-    model = _model(norm=norm, positional=positional, share_embeddings=False, tie_output=False)
+    """Also for a tied output, read through the E^T the cache holds (`output_table`)."""
+    tied = positional == "sinusoidal"
+    model = _model(norm=norm, positional=positional, share_embeddings=tied, tie_output=tied)
     src, tgt = _batch(3)
     tgt = jnp.where(tgt == 0, 5, tgt)  # the cache decodes full rows
     full = model(src, tgt)
     memory = model.encode(src)
     cache = model.init_cache(memory, model.source_mask(src), max_len=T + 2)
     step = jax.jit(lambda m, tok, c: m.decode_step(tok, c))
+    assert ("output_table" in cache) == tied
     for t in range(T):
         logits, cache = step(model, tgt[:, t], cache)
         np.testing.assert_allclose(logits, full[:, t], atol=1e-4, rtol=1e-4)

@@ -78,10 +78,24 @@ class Embedding(nnx.Module):
         table = self.embedding[...]
         return (jnp.take(table, tokens, axis=0) * self.scale).astype(self.dtype)
 
-    def attend(self, x: Float[Array, "B L D"]) -> Float[Array, "B L V"]:
-        """Pre-softmax logits x E^T with the embedding matrix tied (§3.4); float32 output."""
+    def attend(
+        self, x: Float[Array, "B L D"], transposed: Float[Array, "D V"] | None = None
+    ) -> Float[Array, "B L V"]:
+        """Pre-softmax logits x E^T with the embedding matrix tied (§3.4); float32 output.
+
+        `transposed`: E^T as `transposed_table()` made it before a decoding loop, read in place
+        of the table (the same numbers, laid out for a few rows per step).
+        """
+        if transposed is not None:
+            table = transposed.astype(self.dtype)
+            return jnp.einsum("BLD,DV->BLV", x, table, preferred_element_type=jnp.float32)
         table = self.embedding[...].astype(self.dtype)
         return jnp.einsum("BLD,VD->BLV", x, table, preferred_element_type=jnp.float32)
+
+    def transposed_table(self) -> Float[Array, "D V"]:
+        """E^T `[D, V]`, made once before a decoding loop: at a few rows per step XLA's CPU
+        matmul reads it ~1.5x faster than `[V, D]` (beam 4 at batch 1: 1.09x faster decoding)."""
+        return self.embedding[...].T
 
 
 class FeedForward(nnx.Module):

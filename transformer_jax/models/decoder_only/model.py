@@ -101,7 +101,8 @@ class DecoderOnly(nnx.Module):
 
         `start[b]` is the number of left-padding positions of row b (prompts of different
         lengths, right-aligned): they are never attended to, and row b's first real token
-        gets position 0.
+        gets position 0. The tied output table's E^T is laid out here once ("output_table",
+        see `Embedding.transposed_table`).
         """
         if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
             raise ValueError(
@@ -113,6 +114,7 @@ class DecoderOnly(nnx.Module):
             "index": jnp.zeros((), jnp.int32),
             "start": start,
             "layers": self.decoder.init_cache(batch, max_len),
+            "output_table": self.embed.transposed_table(),
         }
 
     def decode_step(
@@ -130,5 +132,5 @@ class DecoderOnly(nnx.Module):
         live = (slots[None, :] >= start[:, None])[:, None, None, :]  # [B, 1, 1, C]: no padding
         x = self._embed(tokens, positions, None, True)
         y, layers = self.decoder.decode(x, cache["layers"], live)
-        new = {"index": index + tokens.shape[1], "start": start, "layers": layers}
-        return self.embed.attend(y), new
+        new = {**cache, "index": index + tokens.shape[1], "layers": layers}
+        return self.embed.attend(y, cache["output_table"]), new

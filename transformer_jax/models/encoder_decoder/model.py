@@ -79,9 +79,13 @@ class Transformer(nnx.Module):
         x = embed(tokens) + self._positions_encoding(positions).astype(embed.dtype)
         return constrain_batch(dropout(x, self.cfg.dropout_rate, rng, deterministic))
 
-    def _logits(self, y: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
+    def _logits(
+        self, y: Float[Array, "B T D"], tied_transposed: Float[Array, "D V"] | None = None
+    ) -> Float[Array, "B T V"]:
+        """Output logits; `tied_transposed` (decoding) is the tied table's E^T made before the
+        loop (see `Embedding.transposed_table`)."""
         if self.cfg.tie_output:
-            return self.tgt_embed.attend(y)
+            return self.tgt_embed.attend(y, tied_transposed)
         kernel = self.output_proj[...].astype(y.dtype)
         return jnp.einsum("BTD,DV->BTV", y, kernel, preferred_element_type=jnp.float32)
 
@@ -218,7 +222,8 @@ class Transformer(nnx.Module):
         """Decoding state for up to `max_len` target positions.
 
         The encoder-decoder keys and values of `memory` are computed here, once; each layer's
-        self-attention keys/values start empty and fill one position per `decode_step`.
+        self-attention keys/values start empty and fill one position per `decode_step`. A tied
+        output projection's E^T is laid out here once too ("output_table").
         """
         if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
             raise ValueError(
@@ -226,7 +231,10 @@ class Transformer(nnx.Module):
                 f"TransformerConfig.max_len={self.cfg.max_len}."
             )
         layers = self.decoder.init_cache(memory.shape[0], max_len, memory)
-        return {"index": jnp.zeros((), jnp.int32), "src_mask": src_mask, "layers": layers}
+        cache = {"index": jnp.zeros((), jnp.int32), "src_mask": src_mask, "layers": layers}
+        if self.cfg.tie_output:
+            cache["output_table"] = self.tgt_embed.transposed_table()
+        return cache
 
     def decode_step(
         self, tokens: Int[Array, " B"], cache: dict
@@ -243,5 +251,5 @@ class Transformer(nnx.Module):
         y = self._embed(self.tgt_embed, tokens[:, None], positions, None, True)
         cross_mask = cache["src_mask"][:, None, None, :]
         y, layers = self.decoder.decode(y, cache["layers"], cross_mask=cross_mask)
-        logits = self._logits(y)[:, 0]
+        logits = self._logits(y, cache.get("output_table"))[:, 0]
         return logits, {**cache, "index": index + 1, "layers": layers}
