@@ -10,6 +10,7 @@ from transformer_jax import Transformer, TransformerConfig
 from transformer_jax.inference.decoding import (
     BOS_ID,
     EOS_ID,
+    _beam_compiled,
     _check_source,
     beam_search,
     cache_stages,
@@ -254,3 +255,30 @@ def test_staged_cache_matches_uncached_over_several_stages():
         assert np.shape(tokens)[-1] == 70
         np.testing.assert_array_equal(tokens, ref_tokens)
         np.testing.assert_allclose(scores, ref_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_writes_its_reordered_caches_without_a_copy():
+    """Two beam steps per loop iteration (`staged_while_loop`): each layer's gathered keys and
+    values go straight into the loop's buffers. With one step per iteration XLA gathered into
+    a temporary and copied it back: a second pass over every cache at every step."""
+    model = _model()
+    graphdef, params = nnx.split(model)
+    lowered = _beam_compiled.lower(
+        graphdef,
+        params,
+        _src(),
+        jnp.float32(0.6),
+        beam_size=3,
+        max_len=L,
+        use_cache=True,
+        early_stopping=True,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+    )
+    hlo = lowered.compile().as_text()
+    cfg = model.cfg
+    cache = f"f32[{B * 3},{cfg.num_heads},{L},{cfg.d_model // cfg.num_heads}]"
+    gathers = [line for line in hlo.splitlines() if "gather" in line and f"= {cache}" in line]
+    assert gathers, "no cache reordering found: the check below would prove nothing"
+    copies = [line for line in hlo.splitlines() if f"= {cache}" in line and " copy(%gather" in line]
+    assert not copies, copies

@@ -12,6 +12,7 @@ from transformer_jax.inference.search import (
     beam_search_loop,
     length_penalty,
     sample_loop,
+    staged_while_loop,
     top_k,
 )
 
@@ -234,3 +235,34 @@ def test_top_k_by_blocks_equals_lax_top_k_with_ties_and_minus_inf(n):
     want_values, want_index = jax.lax.top_k(x, 8)
     np.testing.assert_array_equal(values, want_values)
     np.testing.assert_array_equal(index, want_index)
+
+
+@pytest.mark.parametrize("stop_at", [3, 4, 7, 99])
+def test_two_steps_per_iteration_stop_where_one_step_does(stop_at):
+    """Stages of odd and even lengths, a stop after an odd or even step, or none: two steps per
+    loop iteration give the carry of one (the step count included), each step running in its
+    own stage (seeing that stage's state size); the state may have run one step further."""
+    stages = (3, 4, 9, 13)
+
+    def body(c):
+        t, size = c["t"], c["state"].shape[0]
+        return {"t": t + 1, "sizes": c["sizes"].at[t].set(size), "state": c["state"] + 1}
+
+    def cond(c):
+        return c["t"] < stop_at
+
+    def grow(state, size):
+        return jnp.pad(state, (0, size - state.shape[0]), mode="edge")
+
+    init = {"t": jnp.int32(0), "sizes": jnp.zeros(13, jnp.int32), "state": jnp.zeros(1, int)}
+    run = jax.jit(
+        lambda c, n: staged_while_loop(cond, body, c, stages, grow, steps_per_iteration=n),
+        static_argnums=1,
+    )
+    one, two = run(init, 1), run(init, 2)
+    steps = min(stop_at, 13)
+    expected = [next(end for end in stages if t < end) for t in range(steps)]
+    np.testing.assert_array_equal(one["sizes"][:steps], expected)
+    np.testing.assert_array_equal(two["sizes"], one["sizes"])
+    assert int(two["t"]) == int(one["t"]) == steps
+    assert int(two["state"][0]) - int(one["state"][0]) in (0, 1)

@@ -57,6 +57,8 @@ def staged_while_loop(
     carry: dict,
     stages: Sequence[int],
     grow_fn: GrowFn | None,
+    *,
+    steps_per_iteration: int = 1,
 ) -> dict:
     """`lax.while_loop(cond, body, carry)` over steps `carry["t"]`, run in stages that end at
     the steps in `stages` (increasing, the last = the loop's length).
@@ -65,13 +67,42 @@ def staged_while_loop(
     a KV cache then holds `stages[i]` positions during stage i instead of the whole length
     from the first step, so early steps attend over (and beam search copies) less of it. Each
     stage is its own compiled loop body; a stage after the loop has finished runs no step.
+
+    `steps_per_iteration=2` runs two steps per loop iteration (and an odd stage's last step on
+    its own). A state that every step rewrites whole (beam search's reordered KV caches) is
+    then written straight into the loop's buffers: with one step per iteration XLA computes it
+    into a temporary and copies it back, which on CPU made that reordering cost twice as
+    much. When `cond` turns false after the first of the two, the second's results are
+    dropped (all but the state, which a finished loop no longer reads), so the outcome and
+    the step count are those of one step per iteration.
     """
     if list(stages) != sorted(set(stages)) or not stages:
         raise ValueError(f"stages must be increasing step counts, got {list(stages)}.")
+    if steps_per_iteration not in (1, 2):
+        raise ValueError(f"steps_per_iteration must be 1 or 2, got {steps_per_iteration!r}.")
+
+    def pair(c: dict) -> dict:
+        first = body(c)
+        second = body(first)
+        go = cond(first)
+        kept = {k: v for k, v in first.items() if k != "state"}
+        done = {k: v for k, v in second.items() if k != "state"}
+        merged = jax.tree.map(lambda a, b: jnp.where(go, a, b), done, kept)
+        return {**merged, "state": second["state"]}
+
+    start = 0
     for end in stages:
         if grow_fn is not None:
             carry = {**carry, "state": grow_fn(carry["state"], end)}
-        carry = jax.lax.while_loop(lambda c, end=end: cond(c) & (c["t"] < end), body, carry)
+        in_stage = lambda c, end=end: cond(c) & (c["t"] < end)  # noqa: E731
+        if steps_per_iteration == 2:
+            two_fit = lambda c, end=end: cond(c) & (c["t"] + 1 < end)  # noqa: E731
+            carry = jax.lax.while_loop(two_fit, pair, carry)
+            if (end - start) % 2:
+                carry = jax.lax.while_loop(in_stage, body, carry)
+        else:
+            carry = jax.lax.while_loop(in_stage, body, carry)
+        start = end
     return carry
 
 
@@ -340,7 +371,7 @@ def beam_search_loop(
             state=reorder_fn(state, rows),
         )
 
-    c = staged_while_loop(cond, body, init, stages or (max_len,), grow_fn)
+    c = staged_while_loop(cond, body, init, stages or (max_len,), grow_fn, steps_per_iteration=2)
 
     # Fill empty finished slots with live beams cut at the length limit: finished first by
     # score, then live beams by score, then the empty slots.
