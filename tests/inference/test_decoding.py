@@ -258,9 +258,10 @@ def test_staged_cache_matches_uncached_over_several_stages():
 
 
 def test_beam_search_writes_its_reordered_caches_without_a_copy():
-    """Two beam steps per loop iteration (`staged_while_loop`): each layer's gathered keys and
-    values go straight into the loop's buffers. With one step per iteration XLA gathered into
-    a temporary and copied it back: a second pass over every cache at every step."""
+    """Two beam steps per loop iteration (`staged_while_loop`): the second step's gathered keys
+    and values go straight into the loop's buffers. With one step per iteration XLA gathered
+    every step's into a temporary and copied it back (the first step's of two still is, as a
+    `[R, 1, N, C, H]` copy, which this does not count)."""
     model = _model()
     graphdef, params = nnx.split(model)
     lowered = _beam_compiled.lower(

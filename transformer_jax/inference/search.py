@@ -70,11 +70,13 @@ def staged_while_loop(
 
     `steps_per_iteration=2` runs two steps per loop iteration (and an odd stage's last step on
     its own). A state that every step rewrites whole (beam search's reordered KV caches) is
-    then written straight into the loop's buffers: with one step per iteration XLA computes it
-    into a temporary and copies it back, which on CPU made that reordering cost twice as
-    much. When `cond` turns false after the first of the two, the second's results are
-    dropped (all but the state, which a finished loop no longer reads), so the outcome and
-    the step count are those of one step per iteration.
+    copied half as often: with one step per iteration XLA computes it into a temporary and
+    copies that back into the loop's buffer at every step; with two, the second step writes
+    straight into the loop's buffer (1.10x on beam-4 batch-32 decoding on CPU; more steps per
+    iteration gained little more in a model of the loop). When `cond` turns false after the
+    first of the two, the second's results are dropped (all but the state, which a finished
+    loop no longer reads), so the outcome and the step count are those of one step per
+    iteration.
     """
     if list(stages) != sorted(set(stages)) or not stages:
         raise ValueError(f"stages must be increasing step counts, got {list(stages)}.")
