@@ -263,10 +263,8 @@ def test_beam_search_writes_its_reordered_caches_without_a_copy():
     every step's into a temporary and copied it back (the first step's of two still is, as a
     `[R, 1, N, C, H]` copy, which this does not count)."""
     model = _model()
-    graphdef, params = nnx.split(model)
     lowered = _beam_compiled.lower(
-        graphdef,
-        params,
+        model,
         _src(),
         jnp.float32(0.6),
         beam_size=3,
