@@ -1,6 +1,8 @@
 """Layer-stacked parameters (`scan_layers`): the layout, its conversion, decoding through layer
 views, and checkpoints that restore into either layout for training and for inference."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,8 +12,9 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from transformer_jax import sharding as shd
-from transformer_jax.inference import loading
+from transformer_jax.inference import decoding, generator, loading
 from transformer_jax.inference.decoding import beam_search, greedy_decode
+from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder.config import TransformerConfig
 from transformer_jax.models.registry import abstract_model, build_model
 from transformer_jax.nn.stacked import stacked_layout, to_layout
@@ -69,6 +72,86 @@ def test_scanned_model_decodes_like_the_unrolled_one():
     np.testing.assert_allclose(greedy[0][1], greedy[1][1], rtol=1e-5, atol=1e-5)
     beams = [beam_search(m, SRC, beam_size=2, max_len=6) for m in models]
     np.testing.assert_array_equal(beams[0][0], beams[1][0])
+
+
+def _lines_inside_loops(hlo: str) -> list[str]:
+    """The instructions of a compiled program's while-loop bodies (and what they call)."""
+    bodies, called = {}, {}
+    name = None
+    for line in hlo.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if head:
+            name = head.group(1)
+            bodies[name], called[name] = [], set()
+        elif name:
+            bodies[name].append(line)
+            called[name] |= set(re.findall(r"(?:calls|body|to_apply)=%([\w.\-]+)", line))
+    loops = {b for lines in bodies.values() for line in lines
+             for b in re.findall(r"body=%([\w.\-]+)", line)}  # fmt: skip
+    seen, todo = set(), list(loops)
+    while todo:
+        comp = todo.pop()
+        if comp not in seen:
+            seen.add(comp)
+            todo.extend(called.get(comp, ()))
+    return [line for comp in seen for line in bodies.get(comp, [])]
+
+
+def test_decoding_loops_slice_a_scanned_stack_once():
+    """Decoding slices each layer's weights out of a scanned stack once, before the loop
+    (`nn.unstacked`): XLA on CPU otherwise copied every layer's weights at every step. No
+    instruction inside a decoding loop (encoder-decoder greedy and beam, GPT generation) makes
+    an array of a feed-forward weight's shape (reading the loop's parameters is fine)."""
+    cfg = TransformerConfig.tiny(vocab_size=40, d_ff=72, scan_layers=True)  # w1 [32, 72]
+    model = build_model(cfg, rngs=nnx.Rngs(0))
+    weight_shapes = ("f32[32,72]", "f32[72,32]")
+    src = SRC.astype(jnp.int32)
+    programs = {
+        "greedy": decoding._sample_compiled.lower(
+            model,
+            src,
+            jax.random.key(0),
+            jnp.float32(1e-30),
+            jnp.int32(0),
+            max_len=40,
+            greedy=True,
+            use_cache=True,
+            bos_id=2,
+            eos_id=1,
+        ),  # fmt: skip
+        "beam": decoding._beam_compiled.lower(
+            model,
+            src,
+            jnp.float32(0.6),
+            beam_size=2,
+            max_len=40,
+            use_cache=True,
+            early_stopping=True,
+            bos_id=2,
+            eos_id=1,
+        ),  # fmt: skip
+    }
+    gpt = build_model(
+        DecoderOnlyConfig.tiny(vocab_size=40, d_ff=72, scan_layers=True), rngs=nnx.Rngs(0)
+    )
+    graphdef, params = nnx.split(gpt)
+    prompt = jnp.array([[2, 5, 6], [2, 7, 8]], jnp.int32)
+    programs["gpt"] = generator._generate.lower(
+        graphdef, params, prompt, jnp.zeros(2, jnp.int32), jnp.zeros(2, bool),
+        jax.random.key(0), jnp.float32(1.0), jnp.int32(0), jnp.float32(1.0),
+        cache_len=40, max_new=30, greedy=True,
+    )  # fmt: skip
+    for name, lowered in programs.items():
+        inside = _lines_inside_loops(lowered.compile().as_text())
+        assert any(" dot(" in line or "fusion(" in line for line in inside), name  # found loops
+        copies = [
+            line
+            for line in inside
+            if re.search(
+                rf"= ({'|'.join(map(re.escape, weight_shapes))})\S* (?!parameter|get-tuple)", line
+            )
+        ]
+        assert not copies, (name, copies[:2])
 
 
 @pytest.mark.parametrize("saved_scanned", [False, True])

@@ -36,7 +36,7 @@ from transformer_jax.inference.search import (
     sampling_pick,
 )
 from transformer_jax.models.encoder_decoder import Transformer
-from transformer_jax.nn import grow_cache, reorder_cache, repeat_cache
+from transformer_jax.nn import grow_cache, reorder_cache, repeat_cache, unstacked
 from transformer_jax.tokens import BOS_ID, EOS_ID
 
 EXTRA_OUTPUT_LEN = 50  # §6.1: "maximum output length during inference to input length + 50".
@@ -123,6 +123,7 @@ def _repeat_rows(tree: Any, copies: int) -> Any:
 def _cached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: int | None):
     """Step function and initial state (the KV cache, sized for the first of
     `cache_stages(max_len)`) for decoding through `decode_step`."""
+    model = unstacked(model)  # Layers sliced out of a scanned stack once, not at every step.
     src_mask = model.source_mask(src)
     cache = model.init_cache(model.encode(src), src_mask, cache_stages(max_len)[0])
 

@@ -36,6 +36,7 @@ from transformer_jax.inference.loading import AnyTokenizer
 from transformer_jax.inference.mesh import MeshLike, serving_mesh
 from transformer_jax.inference.search import greedy_pick, sample_loop, sampling_pick
 from transformer_jax.models.decoder_only import DecoderOnly
+from transformer_jax.nn import unstacked
 from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID
 from transformer_jax.workdir import LEGACY_TASK, CheckpointError, Workdir
 
@@ -87,7 +88,7 @@ def _step_fn(model: DecoderOnly):
 def _generate(graphdef, params, prompt, start, filler, key, temperature, top_k, top_p, *,
               cache_len, max_new, greedy):  # fmt: skip
     """New tokens `[B, max_new]` (eos, then pad, where a row stopped) after `prompt [B, P]`."""
-    model = nnx.merge(graphdef, params)
+    model = unstacked(nnx.merge(graphdef, params))  # Layers sliced once, not at every step.
     return sample_loop(
         _step_fn(model),
         _prefill(model, prompt, start, cache_len),

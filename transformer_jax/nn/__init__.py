@@ -12,7 +12,7 @@ from transformer_jax.nn.attention import (
     padding_mask,
     segment_mask,
 )
-from transformer_jax.nn.blocks import Block, BlockSpec, Stack, fold
+from transformer_jax.nn.blocks import Block, BlockSpec, Stack, fold, unstacked
 from transformer_jax.nn.layers import ACTIVATIONS, Embedding, FeedForward, LayerNorm
 from transformer_jax.nn.multi_head import (
     KVCache,
@@ -47,4 +47,5 @@ __all__ = [
     "repeat_cache",
     "segment_mask",
     "sinusoidal_encoding",
+    "unstacked",
 ]
