@@ -118,7 +118,7 @@ def test_decoding_loops_slice_a_scanned_stack_once():
             use_cache=True,
             bos_id=2,
             eos_id=1,
-        ),  # fmt: skip
+        ),
         "beam": decoding._beam_compiled.lower(
             model,
             src,
@@ -129,7 +129,7 @@ def test_decoding_loops_slice_a_scanned_stack_once():
             early_stopping=True,
             bos_id=2,
             eos_id=1,
-        ),  # fmt: skip
+        ),
     }
     gpt = build_model(
         DecoderOnlyConfig.tiny(vocab_size=40, d_ff=72, scan_layers=True), rngs=nnx.Rngs(0)
