@@ -26,8 +26,15 @@ from transformer_jax.data.classify.examples import Example, LabelledSplits
 from transformer_jax.data.classify.numbers_pair import numbers_pair_dataset
 from transformer_jax.data.classify.stdlib_packages import stdlib_packages_dataset
 from transformer_jax.data.classify.tsv import tsv_dataset
-from transformer_jax.data.epochs import EpochIterator, shard_rows
+from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.hosts import as_workdir, resolve_processes
+from transformer_jax.data.labelled_batches import (
+    LabelledBatches,
+    check_enough,
+    check_rows,
+    every_example_once,
+    shuffled_epoch,
+)
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
 from transformer_jax.tokens import BERT_SYMBOLS
 from transformer_jax.workdir import Workdir
@@ -103,6 +110,10 @@ class EncodedSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The per-example arrays under their batch keys."""
+        return {"inputs": self.tokens, "segment_ids": self.segments, "labels": self.labels}
+
 
 def encode_examples(
     tokenizer: Tokenizer, examples: Sequence[Example], max_len: int
@@ -121,32 +132,6 @@ def encode_examples(
     return EncodedSplit(tokens, segments, labels, truncated)
 
 
-class ExampleBatches(Sequence):
-    """Batches of `rows` examples in `order` (the last one padded if `pad_last`), host rows."""
-
-    def __init__(self, split: EncodedSplit, order, rows: int, pad_last: bool, hosts=(0, 1)):
-        self._split, self._order, self._rows, self._hosts = split, order, rows, hosts
-        self._len = -(-len(order) // rows) if pad_last else len(order) // rows
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        index = self._order[i * self._rows : (i + 1) * self._rows]
-        n, split = len(index), self._split
-        batch = {
-            "inputs": np.zeros((self._rows, split.tokens.shape[1]), np.int32),
-            "segment_ids": np.zeros((self._rows, split.tokens.shape[1]), np.int32),
-            "labels": np.zeros(self._rows, np.int32),
-            "weights": np.zeros(self._rows, np.float32),
-        }
-        batch["inputs"][:n], batch["segment_ids"][:n] = split.tokens[index], split.segments[index]
-        batch["labels"][:n], batch["weights"][:n] = split.labels[index], 1.0
-        return shard_rows(batch, *self._hosts)
-
-
 class ClassifyTrainIterator(EpochIterator):
     """Infinite host-local training batches, reshuffled each epoch from (seed, epoch)."""
 
@@ -158,20 +143,16 @@ class ClassifyTrainIterator(EpochIterator):
         process_index: int | None = None,
         process_count: int | None = None,
     ):
-        if len(split) < cfg.batch_size:
-            raise ValueError(
-                f"The training split has {len(split)} examples, fewer than one batch of "
-                f"{cfg.batch_size}. Lower data.batch_size or add examples."
-            )
-        self._split, self._rows, self._seed = split, cfg.batch_size, cfg.shuffle_seed
+        check_enough(len(split), cfg.batch_size, "examples")
+        self._arrays, self._rows, self._seed = split.arrays(), cfg.batch_size, cfg.shuffle_seed
         self._hosts = resolve_processes(process_index, process_count)
+        check_rows("batch_size", cfg.batch_size, self._hosts)
         digest = hashlib.sha256(split.tokens.tobytes() + split.labels.tobytes())
         digest.update(f"{cfg.batch_size}/{cfg.shuffle_seed}/{self._hosts}".encode())
         super().__init__(self.epoch_batches, digest.hexdigest()[:16], num_workers=cfg.num_workers)
 
-    def epoch_batches(self, epoch: int) -> ExampleBatches:
-        order = np.random.default_rng([self._seed, epoch]).permutation(len(self._split))
-        return ExampleBatches(self._split, order, self._rows, False, self._hosts)
+    def epoch_batches(self, epoch: int) -> LabelledBatches:
+        return shuffled_epoch(self._arrays, self._seed, epoch, self._rows, self._hosts)
 
 
 def eval_batches(
@@ -183,12 +164,7 @@ def eval_batches(
 ) -> list[dict[str, np.ndarray]]:
     """Every example once, in order, the last batch padded with zero-weight rows."""
     hosts = resolve_processes(process_index, process_count)
-    if cfg.eval_batch_size % hosts[1]:
-        raise ValueError(
-            f"data config field 'eval_batch_size': {cfg.eval_batch_size} rows do not split "
-            f"over {hosts[1]} processes. Use a multiple of {hosts[1]}."
-        )
-    return list(ExampleBatches(split, np.arange(len(split)), cfg.eval_batch_size, True, hosts))
+    return every_example_once(split.arrays(), cfg.eval_batch_size, hosts)
 
 
 def log_split(name: str, split: EncodedSplit, max_len: int) -> None:

@@ -15,18 +15,24 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Sequence
 
 import ml_collections
 import numpy as np
 
-from transformer_jax.data.epochs import EpochIterator, shard_rows
+from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.hosts import resolve_processes
 from transformer_jax.data.images.augment import augment_batch
 from transformer_jax.data.images.digits import digits_dataset
 from transformer_jax.data.images.examples import ImageSplit, ImageSplits
 from transformer_jax.data.images.folder import folder_dataset
 from transformer_jax.data.images.tfds_source import tfds_image_dataset
+from transformer_jax.data.labelled_batches import (
+    LabelledBatches,
+    check_enough,
+    check_rows,
+    every_example_once,
+    shuffled_epoch,
+)
 
 
 def load_image_dataset(cfg: ml_collections.ConfigDict) -> ImageSplits:
@@ -49,57 +55,10 @@ class Augmentation:
     max_shift: int
     flip: bool
 
-    def __call__(self, images: np.ndarray, batch_index: int) -> np.ndarray:
-        """[B, H, W, C] -> [B, H, W, C]."""
+    def __call__(self, batch: dict[str, np.ndarray], batch_index: int) -> dict[str, np.ndarray]:
+        """The batch with its `images` [B, H, W, C] shifted (and flipped)."""
         rng = np.random.default_rng([self.seed, self.epoch, batch_index])
-        return augment_batch(images, self.max_shift, self.flip, rng)
-
-
-class ImageBatches(Sequence):
-    """Batches of `rows` images in `order` (the last one padded if `pad_last`), host rows."""
-
-    def __init__(
-        self,
-        split: ImageSplit,
-        order: np.ndarray,
-        rows: int,
-        pad_last: bool,
-        hosts: tuple[int, int] = (0, 1),
-        augment: Augmentation | None = None,
-    ):
-        self._split, self._order, self._rows, self._hosts = split, order, rows, hosts
-        self._augment = augment
-        self._len = -(-len(order) // rows) if pad_last else len(order) // rows
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        if not 0 <= i < self._len:
-            raise IndexError(i)
-        index = self._order[i * self._rows : (i + 1) * self._rows]
-        n, split = len(index), self._split
-        batch = {
-            "images": np.zeros((self._rows, *split.image_shape), np.float32),
-            "labels": np.zeros(self._rows, np.int32),
-            "weights": np.zeros(self._rows, np.float32),
-        }
-        batch["images"][:n], batch["labels"][:n], batch["weights"][:n] = (
-            split.images[index],
-            split.labels[index],
-            1.0,
-        )
-        if self._augment is not None:
-            batch["images"] = self._augment(batch["images"], i)
-        return shard_rows(batch, *self._hosts)
-
-
-def _check_rows(field: str, rows: int, hosts: tuple[int, int]) -> None:
-    if rows % hosts[1]:
-        raise ValueError(
-            f"data config field '{field}': {rows} rows do not split over {hosts[1]} "
-            f"processes. Use a multiple of {hosts[1]}."
-        )
+        return {**batch, "images": augment_batch(batch["images"], self.max_shift, self.flip, rng)}
 
 
 def fingerprint(split: ImageSplit, cfg: ml_collections.ConfigDict) -> str:
@@ -127,24 +86,20 @@ class ImageTrainIterator(EpochIterator):
         process_index: int | None = None,
         process_count: int | None = None,
     ):
-        if len(split) < cfg.batch_size:
-            raise ValueError(
-                f"The training split has {len(split)} images, fewer than one batch of "
-                f"{cfg.batch_size}. Lower data.batch_size or add images."
-            )
+        check_enough(len(split), cfg.batch_size, "images")
         self._split, self._rows, self._seed = split, cfg.batch_size, cfg.shuffle_seed
         self._shift, self._flip = cfg.random_shift, cfg.random_flip
         self._hosts = resolve_processes(process_index, process_count)
-        _check_rows("batch_size", cfg.batch_size, self._hosts)
+        check_rows("batch_size", cfg.batch_size, self._hosts)
         super().__init__(self.epoch_batches, fingerprint(split, cfg), num_workers=cfg.num_workers)
 
-    def epoch_batches(self, epoch: int) -> ImageBatches:
+    def epoch_batches(self, epoch: int) -> LabelledBatches:
         """Epoch `epoch`'s full batches, from a permutation drawn from (shuffle_seed, epoch)."""
-        order = np.random.default_rng([self._seed, epoch]).permutation(len(self._split))
         augment = None
         if self._shift or self._flip:
             augment = Augmentation(self._seed, epoch, self._shift, self._flip)
-        return ImageBatches(self._split, order, self._rows, False, self._hosts, augment)
+        arrays = {"images": self._split.images, "labels": self._split.labels}
+        return shuffled_epoch(arrays, self._seed, epoch, self._rows, self._hosts, augment)
 
 
 def image_eval_batches(
@@ -156,8 +111,8 @@ def image_eval_batches(
 ) -> list[dict[str, np.ndarray]]:
     """Every image once, in order, the last batch padded with zero-weight rows; no augmentation."""
     hosts = resolve_processes(process_index, process_count)
-    _check_rows("eval_batch_size", cfg.eval_batch_size, hosts)
-    return list(ImageBatches(split, np.arange(len(split)), cfg.eval_batch_size, True, hosts))
+    arrays = {"images": split.images, "labels": split.labels}
+    return every_example_once(arrays, cfg.eval_batch_size, hosts)
 
 
 def log_split(name: str, split: ImageSplit) -> None:
