@@ -74,6 +74,24 @@ def test_module_imports_have_no_cycle():
             visit(module, [])
 
 
+def test_only_the_command_line_aliases_import_the_cli_package():
+    # The command lines sit on top: nothing of the library imports them, except the short
+    # `python -m transformer_jax.NAME` modules that run them.
+    aliases = {f"transformer_jax.{n}" for n in ("translate", "generate", "fill_mask", "classify")}
+    aliases |= {
+        "transformer_jax.classify_image",
+        "transformer_jax.evaluate",
+        "transformer_jax.plot",
+    }
+    importers = {
+        module
+        for module in MODULES
+        if not module.startswith("transformer_jax.cli")
+        and any(dep.startswith("transformer_jax.cli") for dep in _deps(module))
+    }
+    assert importers == aliases
+
+
 def test_inference_imports_nothing_from_training_or_tasks():
     code = (
         "import sys, transformer_jax.inference, transformer_jax.translate, "

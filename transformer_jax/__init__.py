@@ -1,9 +1,9 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
 Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`,
-`ImageClassifier`) -> `tasks` (data, loss,
-evaluation) -> `training` (the loop).
+loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`, `ImageClassifier`) -> `tasks`
+(data, loss, evaluation) -> `training` (the loop) -> `cli` (the command lines, and the
+`transformer-jax` console command).
 """
 
 from transformer_jax.inference import (

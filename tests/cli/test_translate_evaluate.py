@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.train_runs import subprocess_env
-from transformer_jax import cli_lines, evaluate, translate
 from transformer_jax import data as data_lib
+from transformer_jax.cli import common, evaluate, translate
 from transformer_jax.inference.translator import Translator
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -23,11 +23,11 @@ def expected(tiny_workdir):
 
 
 def test_split_lines_keeps_empty_lines():
-    assert cli_lines.split_lines("a\n\nb\n") == ["a", "", "b"]
-    assert cli_lines.split_lines("a\r\n\r\nb") == ["a", "", "b"]
-    assert cli_lines.split_lines("\n\n") == ["", ""]
-    assert cli_lines.split_lines("a\u2028b\n") == ["a\u2028b"]  # only "\n" ends a line
-    assert cli_lines.split_lines("") == []
+    assert common.split_lines("a\n\nb\n") == ["a", "", "b"]
+    assert common.split_lines("a\r\n\r\nb") == ["a", "", "b"]
+    assert common.split_lines("\n\n") == ["", ""]
+    assert common.split_lines("a\u2028b\n") == ["a\u2028b"]  # only "\n" ends a line
+    assert common.split_lines("") == []
 
 
 def test_stdin_to_stdout(tiny_workdir, expected):
@@ -69,7 +69,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
     argv = [f"--workdir={tiny_workdir}", "--split=test", "--max_sentences=8", "--beam_size=1"]
     assert evaluate.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "test: 8 sentences, step 30, greedy" in printed
+    assert "step 30, 8 test sentences, greedy, " in printed
     assert "BLEU " in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
     assert "chrF " in printed and "exact match " in printed
 
@@ -79,6 +79,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
     pairs = data_lib.get_pairs(Translator.from_checkpoint(tiny_workdir).config.data, "test")
     sources = [src for src, _ in pairs[:8]]
     assert hyps == Translator.from_checkpoint(tiny_workdir).translate(sources, beam_size=1)
+    assert f"figures: {hyp_path.with_suffix('.json')}" in printed
     record = json.loads(hyp_path.with_suffix(".json").read_text())
     assert record["sentences"] == 8 and record["steps"] == [30]
     assert 0.0 <= record["bleu"] <= 100.0 and 0.0 <= record["exact_match"] <= 1.0
@@ -88,7 +89,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
 def test_evaluate_names_averaged_runs(tiny_workdir, capsys):
     argv = [f"--workdir={tiny_workdir}", "--max_sentences=4", "--average_last=3"]
     assert evaluate.main([*argv, "--beam_size=2"]) == 0
-    assert "average of steps [10, 20, 30]" in capsys.readouterr().out
+    assert "step 30 (average of steps [10, 20, 30])" in capsys.readouterr().out
     assert (tiny_workdir / "eval" / "test.step30.avg3.beam2.txt").exists()
 
 

@@ -27,8 +27,8 @@ from tests.robustness.hostile import (
     run_cli,
     text_file,
 )
-from transformer_jax import classify, fill_mask, generate, translate
-from transformer_jax.cli_lines import one_line
+from transformer_jax.cli import classify, fill_mask, generate, translate
+from transformer_jax.cli.common import one_line
 from transformer_jax.data.files import decode_utf8, split_lines
 from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.fill_mask import MaskFiller

@@ -1,7 +1,7 @@
 """Reading the user's text: UTF-8 only, with errors that name the file, line and column.
 
 Shared by every task's local-text source (translation pairs, language-model documents, TSV
-examples) and by the command lines' input (`transformer_jax.cli_lines`). What is accepted:
+examples) and by the command lines' input (`transformer_jax.cli.common`). What is accepted:
 
 * UTF-8, with or without a leading byte-order mark (dropped);
 * "\n" or "\r\n" line ends (`split_lines`); no other character ends a line.

@@ -207,6 +207,23 @@ class Translator:
         return shd.to_host(tokens)
 
     # ------------------------------------------------------------------------------ translate
+    def check_max_len(self, max_len: int | None, *, name: str = "max_len") -> None:
+        """Raises ValueError unless `max_len` (an output length; None = the default) is a
+        positive integer within the model's positions, `cfg.max_len`: the longest sequence the
+        model was built and trained for (inputs are truncated to it too). `name` is how the
+        error calls the value (e.g. "--max_len")."""
+        if max_len is None:
+            return
+        if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 1:
+            raise ValueError(f"{name} must be a positive integer, got {max_len!r}.")
+        limit = self.model.cfg.max_len
+        if max_len > limit:
+            raise ValueError(
+                f"{name}={max_len} is more than the model's {limit} positions (its config's "
+                f"max_len, the longest sequence it was trained for): pass {name} <= {limit}, "
+                f"or leave it out for the source length + 50, at most {limit}."
+            )
+
     def translate(
         self,
         texts: Sequence[str],
@@ -227,8 +244,8 @@ class Translator:
           beam_size: K; 1 decodes greedily, more runs beam search (§6.1: K=4).
           alpha: the beam search's length-penalty exponent (§6.1: 0.6).
           batch_size: sentences decoded together (rounded up to a multiple of the devices).
-          max_len: most output tokens; default source length + 50 (§6.1), capped at the
-            model's max_len.
+          max_len: most output tokens, at most the model's max_len (positions); default
+            source length + 50 (§6.1), capped at the model's max_len.
           progress: show a progress bar on stderr.
 
         Returns:
@@ -242,6 +259,7 @@ class Translator:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
         if not math.isfinite(alpha):
             raise ValueError(f"alpha must be a finite number (paper: 0.6), got {alpha!r}.")
+        self.check_max_len(max_len)
         encoded = self._encode(texts)
         todo = [i for i, ids in enumerate(encoded) if ids is not None]
         todo.sort(key=lambda i: len(encoded[i]))

@@ -1,13 +1,18 @@
-"""The task interface: everything the training loop needs to know about one kind of problem.
+"""The task interface: everything the training loop and the evaluate command need to know
+about one kind of problem.
 
-A task owns its data (sources, tokenizer, batches), its loss, its evaluation and what "best"
-means. The loop (`transformer_jax.training.loop`) trains any registered model on any task
-through this interface only: a new task is a new subclass registered in `tasks/__init__.py`.
+A task owns its config fields (beside the model, data and loop fields every config has), its
+data (sources, tokenizer, batches), its loss, its evaluation and what "best" means. The loop
+(`transformer_jax.training.loop`) trains any registered model on any task, and
+`python -m transformer_jax.evaluate` scores any run, through this interface only: a new task is
+a new subclass registered with `transformer_jax.tasks.register`.
 """
 
 from __future__ import annotations
 
 import abc
+import copy
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -16,6 +21,7 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
 
@@ -49,6 +55,31 @@ def check_positions(config: ml_collections.ConfigDict) -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class ScoreOptions:
+    """How `Task.score_split` scores a split: the evaluate command's flags. Each task reads the
+    options that apply to it; the defaults are what the loop's final test uses."""
+
+    baselines: bool | None = None  # The task's baselines too; None: the config's choice.
+    max_examples: int = 0  # Score only the first N examples where the task can (0: all).
+    beam_size: int = 1  # Decoding tasks: beam size (1: greedy).
+    alpha: float = 0.6  # Decoding tasks: length-penalty exponent.
+    batch_size: int | None = None  # Decoding tasks: rows per batch (None: the config's).
+    max_len: int | None = None  # Decoding tasks: most output tokens (None: the default).
+    progress: bool = False  # A progress bar on stderr where the task has one.
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitScores:
+    """A whole split's figures, as `Task.score_split` returns them."""
+
+    metrics: dict[str, Any]  # JSON-able figures, e.g. {"bleu": 27.3, ...}.
+    report: str  # What to print: a line, or a few (baselines, a confusion table).
+    kind: str  # Names the evaluate command's files: eval/<split>.step<S>.<kind>.json.
+    outputs: list[str] | None = None  # One output per example (hypotheses), if the task has.
+    label_names: tuple[str, ...] | None = None  # With metrics["confusion"]: the classes.
+
+
 class Task(abc.ABC):
     """One kind of problem.
 
@@ -62,6 +93,8 @@ class Task(abc.ABC):
         refused rather than resumed.
       fresh_params: top-level parameter names that `config.init_from` leaves newly initialised
         (a fine-tuning task's heads).
+      score_kind: names the evaluate command's files for this task (`SplitScores.kind`).
+      tokenizer: the task's tokenizer once constructed (None for tasks without text).
     """
 
     name: ClassVar[str]
@@ -70,6 +103,15 @@ class Task(abc.ABC):
     best_mode: ClassVar[str]
     model_defining_data_fields: ClassVar[tuple[str, ...]] = ()
     fresh_params: ClassVar[tuple[str, ...]] = ()
+    score_kind: ClassVar[str] = "scores"
+    tokenizer: Any = None
+
+    @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        """Adds this task's own fields, with their defaults, to the top level of `config`
+        (configs/common.py calls it); each field has a one-line comment saying what it does.
+        A task without fields of its own adds nothing."""
+        del config
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         """Prepares the data (e.g. trains or loads the tokenizer into the workdir)."""
@@ -83,8 +125,17 @@ class Task(abc.ABC):
 
     @classmethod
     def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        """The config as the workdir should record it (e.g. data paths made absolute)."""
+        """The config as the workdir should record it: a copy with the data section's paths
+        made absolute (`absolute_data_paths`), so that the run reads the same files from
+        wherever it is resumed or served."""
+        config = copy.deepcopy(config)
+        config.data = cls.absolute_data_paths(config.data)
         return config
+
+    @staticmethod
+    def absolute_data_paths(data: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+        """The data section with its file paths made absolute (none by default)."""
+        return data
 
     @abc.abstractmethod
     def data_values(self) -> Mapping[str, Any]:
@@ -95,8 +146,8 @@ class Task(abc.ABC):
         """This host's infinite training batches (numpy), resumable with get/set_state."""
 
     @abc.abstractmethod
-    def eval_batches(self) -> Sequence[dict[str, Any]]:
-        """This host's fixed-shape validation batches for `loss_fn`."""
+    def eval_batches(self, split: str = "eval") -> Sequence[dict[str, Any]]:
+        """This host's fixed-shape batches of a split ("eval" = validation) for `loss_fn`."""
 
     @abc.abstractmethod
     def loss_fn(
@@ -119,9 +170,25 @@ class Task(abc.ABC):
     def evaluate(
         self, model: nnx.Module, split: str, *, mesh: Mesh
     ) -> tuple[dict[str, Any], str | None]:
-        """Metrics that need more than the loss (e.g. decoding and BLEU) on "eval" or "test".
+        """What the loop reports beyond the loss: at each evaluation ("eval"; nothing by default,
+        the loop has the validation metrics already) and at the end ("test": `score_split`).
 
-        Returns the metrics (empty when the config asks for none) and a line to print.
+        Returns the metrics (empty when there are none) and a line to print (or None).
         """
-        del model, split, mesh
-        return {}, None
+        if split == "eval":
+            return {}, None
+        scores = self.score_split(model, split, mesh=mesh)
+        return ({}, None) if scores is None else (scores.metrics, scores.report)
+
+    def score_split(
+        self, model: nnx.Module, split: str, *, mesh: Mesh, options: ScoreOptions | None = None
+    ) -> SplitScores | None:
+        """A whole split's figures, or None when the split is empty. By default the summarized
+        loss metrics over `eval_batches(split)`; tasks add their own measures and baselines."""
+        del options
+        sums = split_sums(self.loss_fn, model, self.eval_batches(split), mesh)
+        if sums is None:
+            return None
+        metrics = self.summarize(sums)
+        report = f"{split}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+        return SplitScores(metrics, report, self.score_kind)

@@ -9,7 +9,6 @@ frequent training token, and NSP beside chance (50%).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +24,7 @@ from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import Task, check_positions
+from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
 from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.tokens import FIRST_REGULAR_ID
@@ -92,10 +91,12 @@ class BertPretrainTask(Task):
     """Masked LM + next-sentence prediction with the encoder-only model (BERT)."""
 
     name = "bert_pretrain"
+    absolute_data_paths = staticmethod(lm_config.with_absolute_paths)
     normalizer = "mlm_tokens"
     best_metric = "mlm_accuracy"
     best_mode = "max"
     model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
+    score_kind = "bert"
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
@@ -107,12 +108,6 @@ class BertPretrainTask(Task):
                 f"config.model.type_vocab_size={config.model.type_vocab_size}: pairs need 2 "
                 f"segments."
             )
-
-    @classmethod
-    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = copy.deepcopy(config)
-        config.data = lm_config.with_absolute_paths(config.data)
-        return config
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
@@ -135,22 +130,16 @@ class BertPretrainTask(Task):
     def summarize(self, sums):
         return pretrain_summary(sums)
 
-    def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
-        """ "test": the split's MLM and NSP figures beside the most-frequent-token baseline and
-        chance; nothing more at "eval" (the loop has the validation metrics already)."""
-        if split == "eval":
-            return {}, None
-        return self.score_split(model, split, mesh=mesh)
-
-    def score_split(self, model: nnx.Module, split: str, *, mesh: Mesh, baselines=None):
-        """A split's MLM and NSP figures and the most-frequent-token baseline; ({}, None) for
-        an empty split. (`baselines` is accepted for the evaluate CLI; the baseline is free.)"""
-        del baselines
+    def score_split(
+        self, model: nnx.Module, split: str, *, mesh: Mesh, options: ScoreOptions | None = None
+    ) -> SplitScores | None:
+        """A split's MLM and NSP figures beside always guessing the most frequent training
+        token and chance; None for an empty split. (The baseline costs nothing: always on.)"""
         started = time.time()
         batches = self.eval_batches(split)
         sums = split_sums(self.loss_fn, model, batches, mesh)
         if sums is None:
-            return {}, None
+            return None
         metrics = pretrain_summary(sums)
         docs = pipeline.sentence_documents(self.config.data, self.tokenizer, "train", self.workdir)
         train_ids = np.fromiter((t for d in docs for s in d for t in s), np.int32)
@@ -163,4 +152,4 @@ class BertPretrainTask(Task):
             f"{metrics['mlm_perplexity']:.1f}\n"
             f"  next sentence: accuracy {100 * metrics['nsp_accuracy']:.1f}% (chance: 50%)"
         )
-        return metrics, line
+        return SplitScores(metrics, line, self.score_kind)

@@ -1,35 +1,30 @@
 """Sequence and sentence-pair classification with the encoder (BERT fine-tuning, §4 of Devlin
 et al. 2019): a linear head on the pooled `[CLS]` output, cross-entropy over the labels.
 
-Batches from `transformer_jax.data.classify.pipeline`. Metric sums carry the confusion matrix,
-so accuracy and macro-F1 add up exactly over batches and devices; the best checkpoint is the one
-with the highest validation accuracy. With `config.init_from` the encoder starts from a
+Batches from `transformer_jax.data.classify.pipeline`; metrics, the best checkpoint and the
+report are every label task's (`LabelTask`). With `config.init_from` the encoder starts from a
 pretraining run and only the heads are new (`fresh_params`). At the test, the model's figures
 are printed beside TF-IDF + logistic regression fitted on the same training split.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import ml_collections
-import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
+from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
 from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import pipeline
 from transformer_jax.tasks import classify_baselines
-from transformer_jax.tasks.base import Task, check_positions
-from transformer_jax.tasks.label_sums import confusion_table, label_summary, label_sums
+from transformer_jax.tasks.base import check_positions
+from transformer_jax.tasks.label_sums import label_sums
+from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
 from transformer_jax.tasks.shared_fields import check_shared_fields
-from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
 ANALYZERS = ("char", "word")
@@ -54,13 +49,12 @@ def classify_loss(
     return sums["loss_sum"], sums
 
 
-class ClassificationTask(Task):
+class ClassificationTask(LabelTask):
     """Classify texts or text pairs with the encoder-only model's `[CLS]` output."""
 
     name = "classify"
-    normalizer = "examples"
-    best_metric = "accuracy"
-    best_mode = "max"
+    absolute_data_paths = staticmethod(classify_config.with_absolute_paths)
+    score_kind = "classify"
     model_defining_data_fields = (
         "source",
         "tsv_train",
@@ -69,6 +63,12 @@ class ClassificationTask(Task):
         "numbers_lang",
     )
     fresh_params = ("sequence_head", "token_head")
+
+    @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        super().add_config_fields(config)  # baselines: TF-IDF + logistic regression
+        config.init_from = placeholder(str)  # Pretraining workdir to start from; '': scratch.
+        config.baseline_analyzer = "char"  # Baseline n-grams: "char" (1-4) or "word" (1-2).
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
@@ -83,13 +83,11 @@ class ClassificationTask(Task):
                 f"config.baseline_analyzer must be one of {ANALYZERS}, got "
                 f"{config.get('baseline_analyzer')!r}."
             )
-        if not isinstance(config.get("baselines"), bool):
-            raise ValueError(f"config.baselines must be True or False, got {config.baselines!r}.")
+        cls.check_baselines(config)
 
     @classmethod
     def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = copy.deepcopy(config)
-        config.data = classify_config.with_absolute_paths(config.data)
+        config = super().resolve_config(config)  # a copy
         if config.get("init_from"):
             config.init_from = str(storage.as_path(config.init_from))
         return config
@@ -101,9 +99,10 @@ class ClassificationTask(Task):
             config.data, workdir, self.dataset, config.get("init_from") or None
         )
         self._encoded: dict[str, pipeline.EncodedSplit] = {}
-        if jax.process_index() == 0:
-            labels = {"label_names": list(self.dataset.label_names), "pair": self.dataset.is_pair}
-            storage.write_text_atomic(workdir.labels_json, json.dumps(labels, indent=1))
+        self.write_labels()
+
+    def labels_info(self) -> dict[str, Any]:
+        return {"pair": self.dataset.is_pair}
 
     def encoded(self, split: str) -> pipeline.EncodedSplit:
         """A split's examples as rows (encoded once per run)."""
@@ -132,48 +131,17 @@ class ClassificationTask(Task):
     def loss_fn(self, model, batch, rng, deterministic):
         return classify_loss(model, batch, rng, deterministic)
 
-    def summarize(self, sums):
-        return label_summary(sums)
-
-    def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
-        """ "test" (or any split from the evaluate CLI): accuracy, macro-F1 and the confusion
-        matrix, beside TF-IDF + logistic regression (config.baselines); nothing more at the
-        loop's "eval" step (it has the validation metrics already)."""
-        if split == "eval":
-            return {}, None
-        return self.score_split(model, split, mesh=mesh)
-
-    def score_split(self, model: nnx.Module, split: str, *, mesh: Mesh, baselines=None):
-        """A split's figures and report; ({}, None) for an empty split."""
-        started = time.time()
-        sums = split_sums(self.loss_fn, model, self.eval_batches(split), mesh)
-        if sums is None:
-            return {}, None
-        metrics = label_summary(sums)
-        confusion = np.rint(np.asarray(sums["confusion"])).astype(int)
-        metrics["confusion"] = confusion.tolist()
-        names = self.dataset.label_names
-        lines = [
-            f"{metrics['examples']:.0f} {split} examples ({time.time() - started:.0f} s): "
-            f"accuracy {100 * metrics['accuracy']:.1f}%, macro-F1 {100 * metrics['macro_f1']:.1f}%"
-        ]
-        if self.config.baselines if baselines is None else baselines:
-            lines.append(self._baseline_line(split, metrics))
-        lines.append(confusion_table(confusion, names))
-        return metrics, "\n".join(lines)
-
-    def _baseline_line(self, split: str, metrics: dict) -> str:
+    def baseline_lines(self, split: str, metrics: dict) -> list[str]:
+        """TF-IDF + logistic regression, fitted on the training split (config.baseline_analyzer)."""
         analyzer = self.config.baseline_analyzer
         if not classify_baselines.HAVE_SKLEARN:
-            return "  baseline skipped: scikit-learn is not installed (pip install scikit-learn)."
+            return [NO_SKLEARN]
         base = classify_baselines.tfidf_logistic_regression(
             self.dataset.splits["train"], self.dataset.splits[split], analyzer=analyzer
         )
-        metrics["baseline_accuracy"], metrics["baseline_macro_f1"] = (
-            base["accuracy"],
-            base["macro_f1"],
-        )
-        return (
+        metrics["baseline_accuracy"] = base["accuracy"]
+        metrics["baseline_macro_f1"] = base["macro_f1"]
+        return [
             f"  TF-IDF ({analyzer} n-grams) + logistic regression, same split: accuracy "
-            f"{100 * base['accuracy']:.1f}%, macro-F1 {100 * base['macro_f1']:.1f}%"
-        )
+            f"{100 * base['accuracy']:.2f}%, macro-F1 {100 * base['macro_f1']:.2f}%"
+        ]

@@ -2,33 +2,31 @@
 over the classes, accuracy (and top-5 beyond 5 classes) and macro-F1.
 
 Batches from `transformer_jax.data.images.pipeline`: `images` float32 [B, H, W, C] in [0, 1],
-`labels` int32 [B], `weights` float32 [B]. The best checkpoint is the one with the highest
-validation accuracy. At the test, the model's figures are printed beside an RBF SVC and logistic
-regression on the raw pixels of the same split, fitted on the same training images.
+`labels` int32 [B], `weights` float32 [B]. Metrics, the best checkpoint and the report are
+every label task's (`LabelTask`). At the test, the model's figures are printed beside an RBF
+SVC and logistic regression on the raw pixels of the same split, fitted on the same training
+images.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import jax
 import ml_collections
-import numpy as np
 from flax import nnx
-from jax.sharding import Mesh
 
-from transformer_jax import storage
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import pipeline
 from transformer_jax.tasks import image_baselines
-from transformer_jax.tasks.base import Task
-from transformer_jax.tasks.label_sums import confusion_table, label_summary, label_sums
-from transformer_jax.tasks.shared_fields import check_shared_fields
-from transformer_jax.tasks.split_scores import split_sums
+from transformer_jax.tasks.label_sums import label_sums
+from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
+from transformer_jax.tasks.shared_fields import (
+    LABEL_SMOOTHING,
+    check_number,
+    check_shared_fields,
+)
 from transformer_jax.workdir import Workdir
 
 
@@ -45,22 +43,13 @@ def image_loss(
     return sums["loss_sum"], sums
 
 
-def describe(metrics: Mapping[str, float]) -> str:
-    """`accuracy 97.5%, top-5 99.9%, macro-F1 97.4%`."""
-    parts = [f"accuracy {100 * metrics['accuracy']:.2f}%"]
-    if "top5_accuracy" in metrics:
-        parts.append(f"top-5 {100 * metrics['top5_accuracy']:.2f}%")
-    parts.append(f"macro-F1 {100 * metrics['macro_f1']:.2f}%")
-    return ", ".join(parts)
-
-
-class ImageClassificationTask(Task):
+class ImageClassificationTask(LabelTask):
     """Classify images with the ViT's [CLS] (or mean-pooled) output."""
 
     name = "image_classify"
-    normalizer = "examples"
-    best_metric = "accuracy"
-    best_mode = "max"
+    absolute_data_paths = staticmethod(image_config.with_absolute_paths)
+    score_kind = "image"
+    example_noun = "images"
     model_defining_data_fields = (
         "source",
         "tfds_name",
@@ -70,36 +59,32 @@ class ImageClassificationTask(Task):
     )
 
     @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        super().add_config_fields(config)  # baselines: an RBF SVC and logistic regression
+        config.label_smoothing = 0.0  # epsilon of the label-smoothed cross-entropy (0 = plain).
+        config.baseline_max_train = 10_000  # Images the baselines fit on (SVC grows as N^2).
+
+    @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         check_shared_fields(config, cls.name, "vit")
+        check_number(config, "label_smoothing", LABEL_SMOOTHING)
         image_config.validate_image_data_config(config.data)
-        if not isinstance(config.get("baselines"), bool):
-            raise ValueError(
-                f"config.baselines must be True or False, got {config.get('baselines')!r}."
-            )
+        cls.check_baselines(config)
         max_train = config.get("baseline_max_train")
         if isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1:
             raise ValueError(
                 f"config.baseline_max_train must be a positive integer, got {max_train!r}."
             )
 
-    @classmethod
-    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = copy.deepcopy(config)
-        config.data = image_config.with_absolute_paths(config.data)
-        return config
-
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
         self.dataset = pipeline.load_image_dataset(config.data)
         for split, images in self.dataset.splits.items():
             pipeline.log_split(split, images)
-        if jax.process_index() == 0:
-            labels = {
-                "label_names": list(self.dataset.label_names),
-                "image_shape": list(self.dataset.image_shape),
-            }
-            storage.write_text_atomic(workdir.labels_json, json.dumps(labels, indent=1))
+        self.write_labels()
+
+    def labels_info(self) -> dict[str, Any]:
+        return {"image_shape": list(self.dataset.image_shape)}
 
     def data_values(self) -> Mapping[str, Any]:
         height, width, channels = self.dataset.image_shape
@@ -121,38 +106,10 @@ class ImageClassificationTask(Task):
     def loss_fn(self, model, batch, rng, deterministic):
         return image_loss(model, batch, rng, deterministic, float(self.config.label_smoothing))
 
-    def summarize(self, sums):
-        return label_summary(sums)
-
-    def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
-        """ "test": accuracy, macro-F1 and the confusion matrix beside the pixel baselines."""
-        if split == "eval":
-            return {}, None
-        return self.score_split(model, split, mesh=mesh)
-
-    def score_split(self, model: nnx.Module, split: str, *, mesh: Mesh, baselines=None):
-        """A split's figures and report; ({}, None) for an empty split."""
-        started = time.time()
-        sums = split_sums(self.loss_fn, model, self.eval_batches(split), mesh)
-        if sums is None:
-            return {}, None
-        metrics = label_summary(sums)
-        confusion = np.rint(np.asarray(sums["confusion"])).astype(int)
-        metrics["confusion"] = confusion.tolist()
-        lines = [
-            f"{metrics['examples']:.0f} {split} images ({time.time() - started:.0f} s): ViT "
-            f"{describe(metrics)}"
-        ]
-        if self.config.baselines if baselines is None else baselines:
-            lines += self._baseline_lines(split, metrics)
-        lines.append(confusion_table(confusion, self.dataset.label_names))
-        return metrics, "\n".join(lines)
-
-    def _baseline_lines(self, split: str, metrics: dict) -> list[str]:
+    def baseline_lines(self, split: str, metrics: dict) -> list[str]:
+        """An RBF SVC and logistic regression on the raw pixels, fitted on the training split."""
         if not image_baselines.HAVE_SKLEARN:
-            return [
-                "  baselines skipped: scikit-learn is not installed (pip install scikit-learn)."
-            ]
+            return [NO_SKLEARN]
         scores = image_baselines.pixel_baselines(
             self.dataset.splits["train"],
             self.dataset.splits[split],

@@ -69,6 +69,15 @@ def label_summary(sums: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def describe(metrics: Mapping[str, float]) -> str:
+    """`accuracy 97.50%, top-5 99.90%, macro-F1 97.40%`."""
+    parts = [f"accuracy {100 * metrics['accuracy']:.2f}%"]
+    if "top5_accuracy" in metrics:
+        parts.append(f"top-5 {100 * metrics['top5_accuracy']:.2f}%")
+    parts.append(f"macro-F1 {100 * metrics['macro_f1']:.2f}%")
+    return ", ".join(parts)
+
+
 def confusion_table(confusion: np.ndarray, names: tuple[str, ...]) -> str:
     """The confusion matrix as text: rows true labels, columns predicted."""
     width = max(8, *(len(n) for n in names)) + 1

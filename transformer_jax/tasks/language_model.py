@@ -9,8 +9,6 @@ vocabularies, and compressors, compare on it.
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import math
 import time
@@ -22,7 +20,6 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
-from transformer_jax import sharding as shd
 from transformer_jax import storage
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.lm import pipeline
@@ -31,8 +28,14 @@ from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.inference.generator import Generator
 from transformer_jax.tasks import losses, text_baselines
-from transformer_jax.tasks.base import Task, check_positions
-from transformer_jax.tasks.shared_fields import Range, check_number, check_shared_fields
+from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
+from transformer_jax.tasks.shared_fields import (
+    LABEL_SMOOTHING,
+    Range,
+    check_number,
+    check_shared_fields,
+)
+from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
 SAMPLING_NUMBERS = {  # How the samples at each evaluation are drawn.
@@ -72,27 +75,6 @@ def lm_summary(sums: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3))
-def _loss_sums(graphdef, params, batch, label_smoothing):
-    return lm_loss(nnx.merge(graphdef, params), batch, None, True, label_smoothing=label_smoothing)[
-        1
-    ]
-
-
-def split_loss(
-    model: nnx.Module, batches: Sequence[dict], mesh: Mesh, label_smoothing: float = 0.0
-) -> dict[str, float]:
-    """The summarized metrics of a whole split's batches (host-local rows, global sums)."""
-    graphdef, params = nnx.split(model)
-    sharding, total = shd.batch_sharding(mesh), None
-    for batch in batches:
-        batch = {k: jax.make_array_from_process_local_data(sharding, v) for k, v in batch.items()}
-        with jax.set_mesh(mesh):
-            sums = _loss_sums(graphdef, params, batch, label_smoothing)
-        total = sums if total is None else jax.tree.map(lambda a, b: a + b, total, sums)
-    return lm_summary(jax.device_get(total)) if total is not None else {}
-
-
 def sample_prompts(documents: Sequence[str], count: int) -> list[str]:
     """The first words (about SAMPLE_PROMPT_CHARS characters) of the first `count` documents."""
     prompts = []
@@ -119,14 +101,26 @@ class LanguageModelTask(Task):
     """Next-token prediction with the decoder-only model (GPT)."""
 
     name = "language_model"
+    absolute_data_paths = staticmethod(lm_config.with_absolute_paths)
     normalizer = "tokens"
     best_metric = "bits_per_byte"
     best_mode = "min"
     model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
+    score_kind = "lm"
+
+    @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        config.label_smoothing = 0.0  # Plain likelihood: perplexity and bits per byte measure it.
+        config.samples = 3  # Held-out prompts continued at the final test (1 at each evaluation).
+        config.sample_tokens = 48  # Tokens generated per sample.
+        config.sample_temperature = 0.8  # Sampling temperature of the samples (0 = greedy).
+        config.sample_top_p = 0.95  # Nucleus of the samples.
+        config.baselines = True  # Test bits per byte of lzma, zlib and a char bigram beside.
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         check_shared_fields(config, cls.name, "decoder_only")
+        check_number(config, "label_smoothing", LABEL_SMOOTHING)
         lm_config.validate_lm_data_config(config.data)
         if config.model.positional == "learned":
             check_positions(config)
@@ -138,12 +132,6 @@ class LanguageModelTask(Task):
                 raise ValueError(f"config.{name} must be an integer >= 0, got {value!r}.")
         if not isinstance(config.baselines, bool):
             raise ValueError(f"config.baselines must be True or False, got {config.baselines!r}.")
-
-    @classmethod
-    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = copy.deepcopy(config)
-        config.data = lm_config.with_absolute_paths(config.data)
-        return config
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
@@ -219,19 +207,21 @@ class LanguageModelTask(Task):
         if split == "eval":
             samples = self.samples(model, "eval", min(1, self.config.samples), mesh)
             return {}, "\n".join(f"  sample: {p!r} -> {c!r}" for p, c in samples) or None
-        return self.score_split(model, split, mesh=mesh)
+        return super().evaluate(model, split, mesh=mesh)
 
     def score_split(
-        self, model: nnx.Module, split: str, *, mesh: Mesh, baselines: bool | None = None
-    ):
+        self, model: nnx.Module, split: str, *, mesh: Mesh, options: ScoreOptions | None = None
+    ) -> SplitScores | None:
         """A split's loss, perplexity and bits per byte beside lzma, zlib and a character
-        bigram on the same text (`baselines`, default config.baselines), and a few samples;
-        ({}, None) for an empty split."""
+        bigram on the same text (`options.baselines`, default config.baselines), and a few
+        samples; None for an empty split."""
+        options = options or ScoreOptions()
         started = time.time()
-        metrics = split_loss(model, self.eval_batches(split), mesh, self.config.label_smoothing)
-        if not metrics:
-            return {}, None
-        if self.config.baselines if baselines is None else baselines:
+        sums = split_sums(self.loss_fn, model, self.eval_batches(split), mesh)
+        if sums is None:
+            return None
+        metrics = lm_summary(sums)
+        if self.config.baselines if options.baselines is None else options.baselines:
             metrics |= text_baselines.baselines(self.documents("train"), self.documents(split))
         lines = [
             f"{len(self.documents(split))} {split} documents, {metrics['tokens']:.0f} tokens, "
@@ -241,4 +231,4 @@ class LanguageModelTask(Task):
         ]
         for prompt, text in self.samples(model, split, self.config.samples, mesh):
             lines.append(f"  sample: {prompt!r} -> {text!r}")
-        return metrics, "\n".join(lines)
+        return SplitScores(metrics, "\n".join(lines), self.score_kind)

@@ -1,6 +1,6 @@
 """Checks of the config fields every run has, whatever its task: the training loop's
-(`configs/common.py` `training_fields`: seed, optimiser, mesh, label smoothing) and the model
-section.
+(`configs/common.py` `training_fields`: seed, optimiser, mesh) and the model section; and the
+number checks the tasks' own fields use.
 
 Each task's `validate` calls `check_shared_fields` first, so `validate_train_config` refuses a
 bad value, naming the field, before any data is read or a tokenizer trained. (The loop's step
@@ -46,14 +46,15 @@ class Range(NamedTuple):
         )
 
 
-TRAINING_NUMBERS = {  # The optimiser's numbers and label smoothing (configs/common.py).
+TRAINING_NUMBERS = {  # The optimiser's numbers (configs/common.py).
     "lr_factor": Range(0.0, False, math.inf, False, "multiplies the Noam learning rate"),
     "adam_b1": Range(0.0, True, 1.0, False, "Adam's first-moment decay"),
     "adam_b2": Range(0.0, True, 1.0, False, "Adam's second-moment decay"),
     "adam_eps": Range(0.0, False, math.inf, False, "Adam's epsilon; 0 divides by zero"),
     "grad_clip_norm": Range(0.0, True, math.inf, False, "0 = no clipping"),
-    "label_smoothing": Range(0.0, True, 1.0, False, "epsilon_ls; 1 would ignore the labels"),
 }
+# `config.label_smoothing`, a field of the tasks whose loss is a smoothed cross-entropy.
+LABEL_SMOOTHING = Range(0.0, True, 1.0, False, "epsilon_ls; 1 would ignore the labels")
 
 
 def check_number(config: ml_collections.ConfigDict, name: str, allowed: Range) -> None:
@@ -66,7 +67,7 @@ def check_number(config: ml_collections.ConfigDict, name: str, allowed: Range) -
 
 def check_shared_fields(config: ml_collections.ConfigDict, task: str, model: str) -> None:
     """Raises ValueError naming the first bad field among the seed, the optimiser's numbers,
-    label smoothing, the mesh (against this process's view of the devices) and the model
+    the mesh (against this process's view of the devices) and the model
     section: `model` (the one `task` trains), then its fields (see
     `transformer_jax.models.check_section`)."""
     seed = config.get("seed")

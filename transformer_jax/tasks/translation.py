@@ -7,7 +7,7 @@ Batches (from `transformer_jax.data`): `src` [B, S], `tgt_in` [B, T], `tgt_out` 
 
 from __future__ import annotations
 
-import copy
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,8 +21,12 @@ from transformer_jax.data.translation.config import check_text_split_fields, wit
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import Task, check_positions
-from transformer_jax.tasks.shared_fields import check_shared_fields
+from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
+from transformer_jax.tasks.shared_fields import (
+    LABEL_SMOOTHING,
+    check_number,
+    check_shared_fields,
+)
 from transformer_jax.workdir import Workdir
 
 PACKING_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
@@ -58,6 +62,7 @@ class TranslationTask(Task):
     """Source sentence -> target sentence with the encoder-decoder."""
 
     name = "translation"
+    absolute_data_paths = staticmethod(with_absolute_paths)
     normalizer = "tokens"
     best_metric = "bleu"
     best_mode = "max"
@@ -73,8 +78,16 @@ class TranslationTask(Task):
     )
 
     @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        config.label_smoothing = 0.1  # epsilon_ls (§5.4).
+        config.eval_bleu_sentences = 500  # Validation sentences decoded for BLEU at each eval.
+        config.decode_batch_size = 64  # Rows per decoding batch.
+        config.test_sentences = 0  # Test sentences decoded after the last step; -1 all, 0 none.
+
+    @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         check_shared_fields(config, cls.name, "encoder_decoder")
+        check_number(config, "label_smoothing", LABEL_SMOOTHING)
         data_lib.validate_data_config(config.data)
         if config.model.max_len is not None:  # None: the data's max_len.
             check_positions(config)
@@ -85,12 +98,6 @@ class TranslationTask(Task):
         _check_count(config, "eval_bleu_sentences", 0)
         _check_count(config, "test_sentences", -1)
         _check_count(config, "decode_batch_size", 1)
-
-    @classmethod
-    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = copy.deepcopy(config)
-        config.data = with_absolute_paths(config.data)
-        return config
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
@@ -103,8 +110,8 @@ class TranslationTask(Task):
     def train_iterator(self):
         return data_lib.make_train_iterator(self.config.data, self.tokenizer, self.workdir)
 
-    def eval_batches(self):
-        return data_lib.make_eval_batches(self.config.data, self.tokenizer, "eval")
+    def eval_batches(self, split: str = "eval"):
+        return data_lib.make_eval_batches(self.config.data, self.tokenizer, split)
 
     def loss_fn(self, model, batch, rng, deterministic):
         return translation_loss(
@@ -114,16 +121,25 @@ class TranslationTask(Task):
     def summarize(self, sums):
         return losses.summarize(sums)
 
+    def pairs(self, split: str) -> list[tuple[str, str]]:
+        """The (source, target) texts of a split, read once per run."""
+        if split not in self._pairs:
+            self._pairs[split] = data_lib.get_pairs(
+                self.config.data, split, cache_dir=self.workdir.cache
+            )
+        return self._pairs[split]
+
     def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
         """Greedy (KV-cached) translations of "eval" (`eval_bleu_sentences` of them) or "test"
         (`test_sentences`; -1 = all), scored with sacreBLEU, chrF and exact match."""
-        limit = {"eval": self.config.eval_bleu_sentences, "test": self.config.test_sentences}
-        count = limit[split]
-        if count == 0:
-            return {}, None
-        if split not in self._pairs:  # Read once per run, not at every evaluation.
-            self._pairs[split] = data_lib.get_pairs(self.config.data, split)
-        pairs = self._pairs[split] if count < 0 else self._pairs[split][:count]
+        if split != "eval":
+            count = self.config.test_sentences
+            scores = None
+            if count != 0:
+                options = ScoreOptions(max_examples=max(count, 0))
+                scores = self.score_split(model, split, mesh=mesh, options=options)
+            return ({}, None) if scores is None else (scores.metrics, scores.report)
+        pairs = self.pairs(split)[: self.config.eval_bleu_sentences]
         if not pairs:
             return {}, None
         translator = Translator(model, self.tokenizer, mesh=mesh)
@@ -132,10 +148,48 @@ class TranslationTask(Task):
         )
         scores = corpus_scores(hyps, [t for _, t in pairs])
         signature = scores.pop("bleu_signature")
-        if split == "eval":
-            return scores, f"  sacreBLEU signature: {signature}; e.g. {hyps[0]!r}"
-        line = (
-            f"{len(pairs)} sentences, BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, "
-            f"exact match {100 * scores['exact_match']:.1f}%  [{signature}]"
+        return scores, f"  sacreBLEU signature: {signature}; e.g. {hyps[0]!r}"
+
+    def score_split(
+        self, model: nnx.Module, split: str, *, mesh: Mesh, options: ScoreOptions | None = None
+    ) -> SplitScores | None:
+        """The split's sources decoded (greedy or beam search, `options`), scored against its
+        targets with sacreBLEU (cased, detokenized, with its signature), chrF and exact match;
+        the hypotheses are the outputs. None for an empty split."""
+        options = options or ScoreOptions()
+        pairs = self.pairs(split)
+        if options.max_examples:
+            pairs = pairs[: options.max_examples]
+        if not pairs:
+            return None
+        started = time.time()
+        hyps = Translator(model, self.tokenizer, mesh=mesh).translate(
+            [s for s, _ in pairs],
+            beam_size=options.beam_size,
+            alpha=options.alpha,
+            batch_size=options.batch_size or self.config.decode_batch_size,
+            max_len=options.max_len,
+            progress=options.progress,
         )
-        return {**scores, "bleu_signature": signature}, line
+        seconds = time.time() - started
+        refs = [t for _, t in pairs]
+        scores = corpus_scores(hyps, refs)
+        matches = sum(h == r for h, r in zip(hyps, refs, strict=True))
+        if options.beam_size == 1:
+            decoding = "greedy"
+        else:
+            decoding = f"beam {options.beam_size}, alpha {options.alpha}"
+        metrics = {
+            "sentences": len(pairs),
+            "beam_size": options.beam_size,
+            "alpha": options.alpha,
+            "decode_seconds": round(seconds, 3),
+            **scores,
+        }
+        report = (
+            f"{len(pairs)} {split} sentences, {decoding}, {seconds:.1f} s: BLEU "
+            f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match "
+            f"{100 * scores['exact_match']:.1f}% ({matches}/{len(pairs)})  "
+            f"[{scores['bleu_signature']}]"
+        )
+        return SplitScores(metrics, report, f"beam{options.beam_size}", outputs=hyps)

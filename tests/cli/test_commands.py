@@ -1,0 +1,106 @@
+"""The command lines as a user meets them: the `transformer-jax` console command installed by
+`pip install -e .`, the short `python -m transformer_jax.NAME` aliases, absl flag errors and
+help, and the translate command's refusal of an output longer than the model's positions."""
+
+import importlib
+import importlib.metadata
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests.train_runs import subprocess_env
+from transformer_jax import cli
+from transformer_jax.cli import translate
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MODULES = ["translate", "generate", "fill_mask", "classify", "classify_image", "evaluate", "plot"]
+
+
+def _console_command() -> pathlib.Path:
+    (entry,) = [
+        e for e in importlib.metadata.entry_points(group="console_scripts")
+        if e.name == "transformer-jax"
+    ]  # fmt: skip
+    assert entry.value == "transformer_jax.cli:main"
+    script = pathlib.Path(sys.executable).parent / "transformer-jax"
+    assert script.is_file(), f"{script}: reinstall with pip install -e ."
+    return script
+
+
+def _run(cmd, cwd=ROOT, stdin="", timeout=300):
+    return subprocess.run(
+        cmd, cwd=cwd, env=subprocess_env(), input=stdin, capture_output=True, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+
+
+def test_console_command_lists_and_runs_the_subcommands(tmp_path):
+    script = _console_command()
+    proc = _run([str(script), "--help"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for name in cli.COMMANDS:
+        assert f"  {name} " in proc.stdout
+    proc = _run([str(script), "fill-mask", f"--workdir={tmp_path / 'none'}", "--text=a [MASK]"])
+    assert proc.returncode == 1 and proc.stderr.startswith("error: "), proc.stderr
+    assert "workdir does not exist" in proc.stderr and "Traceback" not in proc.stderr
+    proc = _run([str(script), "translte"])
+    assert proc.returncode == 2 and "'translte' is not a subcommand" in proc.stderr
+
+
+def test_console_train_reads_configs_from_another_folder(tmp_path):
+    """The configs import `configs.common`: that works from any working directory."""
+    cmd = [str(_console_command()), "train", f"--config={ROOT / 'configs' / 'tiny.py'}"]
+    proc = _run([*cmd, f"--workdir={tmp_path / 'run'}", "--config.model.d_modle=8"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: a --config override does not fit the config: 'd_modle'")
+    assert 'Did you mean "d_model"' in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_short_module_names_run_the_cli_modules(name):
+    alias = importlib.import_module(f"transformer_jax.{name}")
+    assert alias.main is importlib.import_module(f"transformer_jax.cli.{name}").main
+    assert name.replace("_", "-") in cli.COMMANDS
+
+
+def test_python_dash_m_alias_and_train_py_still_work(tmp_path):
+    proc = _run([sys.executable, "-m", "transformer_jax.evaluate", "--help"])
+    assert proc.returncode == 0 and "--max_sentences" in proc.stdout, proc.stderr
+    proc = _run([sys.executable, "train.py", f"--workdir={tmp_path}", "--config.seed=-1"])
+    assert proc.returncode == 1 and "config.seed must be an integer" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "Flag --workdir must have a value other than None"),
+        (["--workdir=w", "--beam_sise=2"], "Unknown command line flag 'beam_sise'. Did you mean"),
+        (["--workdir=w", "--beam_size=two"], "flag --beam_size=two: invalid literal for int()"),
+        (["--workdir=w", "extra.txt"], "unexpected arguments ['extra.txt']"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_error_and_the_usage(argv, message, capsys):
+    assert translate.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err, err
+    assert err.splitlines()[1].startswith("usage: python -m transformer_jax.translate")
+
+
+def test_help_shows_the_docstring_and_every_flag(capsys):
+    assert translate.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m transformer_jax.translate --workdir=DIR")
+    assert "Reads one sentence per line" in out
+    for flag in ("workdir", "step", "average_last", "beam_size", "alpha", "max_len", "mesh"):
+        assert f"--{flag}:" in out, flag
+    assert "--flagfile" not in out  # absl's own flags are not the command's
+
+
+def test_translate_refuses_an_output_longer_than_the_positions(tiny_workdir, capsys):
+    argv = [f"--workdir={tiny_workdir}", "--max_len=100000"]
+    assert translate.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "--max_len=100000 is more than the model's 32 positions" in err, err
+    assert "pass --max_len <= 32" in err and err.count("\n") == 1

@@ -1,0 +1,54 @@
+"""The command lines, one module each, and `transformer-jax`, the console command over them.
+
+    transformer-jax train --config=configs/gpt_tiny.py --workdir=runs/gpt_tiny
+    transformer-jax translate --workdir=runs/default < sentences.txt
+    transformer-jax --help
+
+Each subcommand is also a module (`python -m transformer_jax.cli.translate`, or the short alias
+`python -m transformer_jax.translate`); `python train.py` is `train`. Flags are absl flags
+(see `transformer_jax.cli.common`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+
+# Subcommand -> (module, what it does). Modules load only when their command runs.
+COMMANDS = {
+    "train": ("train", "train a model from a config into a workdir (or resume it)"),
+    "translate": ("translate", "translate lines of text with a translation run"),
+    "generate": ("generate", "continue prompts with a language-model run"),
+    "fill-mask": ("fill_mask", "guess the [MASK]s of texts with a BERT run"),
+    "classify": ("classify", "classify texts or text pairs with a fine-tuned BERT run"),
+    "classify-image": ("classify_image", "classify image files with a ViT run"),
+    "evaluate": ("evaluate", "score a split of a run's data with its task's measures"),
+    "plot": ("plot", "draw a workdir's loss and validation curves"),
+}
+PROG = "transformer-jax"
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"usage: {PROG} SUBCOMMAND [flags]   ({PROG} SUBCOMMAND --help for its flags)", ""]
+    lines += [f"  {name.ljust(width)}  {what}" for name, (_, what) in COMMANDS.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs `transformer-jax SUBCOMMAND [flags]`; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(usage())
+        return 0 if argv else 2
+    name = argv[0].replace("_", "-")
+    if name not in COMMANDS:
+        sys.stderr.write(f"error: {argv[0]!r} is not a subcommand.\n{usage()}")
+        return 2
+    module = importlib.import_module(f"transformer_jax.cli.{COMMANDS[name][0]}")
+    if name == "train":
+        module.run(argv[1:])  # absl's app.run: exits with the run's status
+        return 0
+    command = dataclasses.replace(module.COMMAND, prog=f"{PROG} {name}")
+    return command.run(argv[1:])

@@ -1,0 +1,214 @@
+"""What every command line shares: its flags, the one error wrapper, and lines in and out.
+
+Flags are absl flags, as in `train.py`, whose `--config.key=value` overrides come from
+ml_collections' `config_flags` (built on absl): one syntax everywhere, `--flag=value` or
+`--flag value`, `--noflag` for a boolean. Each command defines its flags on its own
+`absl.flags.FlagValues`, so commands can run one after another in one process (tests, notebooks).
+
+Exit codes: 0 done; 1 an error that names what to fix (`error: ...`, one line, no traceback);
+2 a bad command line (an unknown flag, a value of the wrong type, a missing --workdir).
+
+Lines in: a file (`--input`) or standard input, read as bytes and checked by
+`transformer_jax.data.files.decode_utf8`: a leading byte-order mark is dropped; invalid UTF-8,
+UTF-16/32 text or a NUL byte is an error naming the input, the line and the column (nothing is
+silently replaced). Lines are split by `transformer_jax.data.files.split_lines`: on "\\n" only,
+CRLF works, and U+2028, U+0085, form feeds and lone "\\r"s stay inside their line (unlike
+`str.splitlines`). An empty input is zero lines. Texts given as flags (`--text`, `--prompt`)
+must be valid Unicode too (a shell can pass undecodable bytes).
+
+Lines out: exactly one line per input line, in order. `one_line` turns line breaks inside an
+answer into spaces (generate escapes them instead, to keep the text exact).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import BinaryIO
+
+from absl import flags
+
+from transformer_jax.data.files import decode_utf8, split_lines
+from transformer_jax.inference.mesh import FLAG_HELP as MESH_HELP
+from transformer_jax.inference.mesh import MeshError
+from transformer_jax.workdir import CheckpointError
+
+STDIN = "<stdin>"  # How errors name standard input.
+USAGE_ERROR = 2  # Exit code of a bad command line.
+HELP_FLAGS = ("-h", "--help", "-help", "--helpshort", "--helpfull")
+
+
+# ------------------------------------------------------------------------------ the flags
+def workdir_flag(fv: flags.FlagValues, what: str = "run") -> None:
+    """`--workdir` (required): the train.py workdir to read."""
+    flags.DEFINE_string("workdir", None, f"The train.py workdir of the {what}.", flag_values=fv)
+    flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def checkpoint_flags(fv: flags.FlagValues, *, average: bool = False) -> None:
+    """`--step` (default the latest) and, with `average`, `--average_last`."""
+    flags.DEFINE_integer(
+        "step", None, "Checkpoint step to load (default: the latest).", flag_values=fv
+    )
+    if average:
+        flags.DEFINE_integer(
+            "average_last",
+            0,
+            "Average the parameters of the last N checkpoints up to --step (paper §6.1: 5).",
+            flag_values=fv,
+        )
+
+
+def mesh_flag(fv: flags.FlagValues) -> None:
+    """`--mesh`: serve on a device mesh (see `transformer_jax.inference.mesh`)."""
+    flags.DEFINE_string("mesh", None, MESH_HELP, flag_values=fv)
+
+
+def batch_size_flag(fv: flags.FlagValues, default: int, what: str) -> None:
+    """`--batch_size`: how many inputs go through the model at once."""
+    flags.DEFINE_integer("batch_size", default, f"{what} per batch.", flag_values=fv)
+
+
+def decoding_flags(fv: flags.FlagValues) -> None:
+    """Beam size, length penalty and output length of translation (translate, evaluate)."""
+    flags.DEFINE_integer(
+        "beam_size", 4, "Beam size K (paper: 4); 1 decodes greedily.", flag_values=fv
+    )
+    flags.DEFINE_float("alpha", 0.6, "Length-penalty exponent (paper: 0.6).", flag_values=fv)
+    flags.DEFINE_integer(
+        "max_len",
+        None,
+        "Most output tokens (default: source length + 50, at most the model's positions).",
+        flag_values=fv,
+    )
+
+
+def at_least(value: int, minimum: int, flag: str) -> int:
+    """`value`, or a ValueError naming `flag` when it is below `minimum`."""
+    if value < minimum:
+        raise ValueError(f"--{flag} must be >= {minimum}, got {value}.")
+    return value
+
+
+# ------------------------------------------------------------------------ running a command
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A command line: its name, what it does, its flags and its body.
+
+    `body(fv, args)` gets the parsed flags and the positional arguments (empty unless
+    `positional` names them) and returns an exit code (None = 0). It may raise any of the
+    errors a user can fix (`CheckpointError`, `MeshError`, `ValueError`, `TypeError`,
+    `OSError`): `run` prints them as one `error: ...` line and returns 1.
+    """
+
+    prog: str
+    doc: str
+    define: Callable[[flags.FlagValues], None]
+    body: Callable[[flags.FlagValues, list[str]], int | None]
+    positional: str | None = None  # e.g. "IMAGE ..." when the command takes arguments
+
+    def usage(self) -> str:
+        args = f" [{self.positional}]" if self.positional else ""
+        return f"usage: {self.prog} --workdir=DIR [flags]{args}"
+
+    def help(self, fv: flags.FlagValues) -> str:
+        """The usage line, the command's docstring and its flags (absl's own left out)."""
+        modules = [m for m in fv.flags_by_module_dict() if not m.startswith("absl.")]
+        listed = [
+            line for m in modules for line in fv.module_help(m).splitlines() if line[:1] == " "
+        ]
+        return f"{self.usage()}\n\n{self.doc.strip()}\n\nflags:\n" + "\n".join(listed) + "\n"
+
+    def run(self, argv: Sequence[str] | None = None) -> int:
+        """Parses `argv` (default: the process's arguments) and runs the body."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        fv = flags.FlagValues()
+        self.define(fv)
+        if any(a in HELP_FLAGS for a in argv):
+            sys.stdout.write(self.help(fv))
+            return 0
+        try:
+            args = fv([self.prog, *argv])[1:]
+            if args and not self.positional:
+                raise flags.Error(f"unexpected arguments {args}: every input is a --flag=value.")
+        except flags.Error as e:
+            print(f"error: {e}\n{self.usage()}  (--help lists the flags)", file=sys.stderr)
+            return USAGE_ERROR
+        quiet_logs()
+        try:
+            return self.body(fv, args) or 0
+        except MeshError as e:
+            print(f"error: --mesh={fv['mesh'].value}: {e}", file=sys.stderr)
+        except (CheckpointError, ValueError, TypeError, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+def quiet_logs() -> None:
+    """Keep stderr for warnings and the progress bar (Orbax logs every restore at INFO)."""
+    logging.getLogger("absl").setLevel(logging.WARNING)
+
+
+# ------------------------------------------------------------------------------ lines in
+def read_input_lines(path: str | os.PathLike | None = None) -> list[str]:
+    """The lines of a UTF-8 file, or of standard input when `path` is None.
+
+    Raises:
+      ValueError: invalid UTF-8, UTF-16/32 or a NUL byte (naming input, line and column).
+      OSError: the file cannot be read.
+    """
+    if path is None:
+        data, where = sys.stdin.buffer.read(), STDIN
+    else:
+        with open(path, "rb") as f:
+            data, where = f.read(), os.fspath(path)
+    return split_lines(decode_utf8(data, where))
+
+
+def input_name(number: int, flag: str | None = None) -> str:
+    """How an error names input number `number` (from 1): line 3 of stdin is `<stdin>:3`, the
+    third `--text` flag `--text #3`."""
+    return f"{flag} #{number}" if flag else f"{STDIN}:{number}"
+
+
+def check_arguments(texts: Sequence[str], flag: str) -> list[str]:
+    """`texts` given on the command line, refused if a shell passed undecodable bytes
+    (Python keeps them as lone surrogates, which no tokenizer or output can take)."""
+    for number, text in enumerate(texts, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            byte = ord(text[e.start]) & 0xFF  # A surrogate U+DC80..U+DCFF keeps the raw byte.
+            raise ValueError(
+                f"{input_name(number, flag)}: not valid UTF-8 (byte 0x{byte:02x} at character "
+                f"{e.start + 1}). Pass UTF-8 text."
+            ) from None
+    return list(texts)
+
+
+def texts_or_stdin(texts: Sequence[str] | None, flag: str) -> tuple[list[str], str | None]:
+    """(the inputs, the flag that gave them) from a repeatable flag, else stdin's lines."""
+    if texts is None:
+        return read_input_lines(), None
+    return check_arguments(texts, flag), flag
+
+
+# ------------------------------------------------------------------------------ lines out
+def one_line(text: str) -> str:
+    """`text` with each line break ("\\r\\n", "\\r" or "\\n") made a space: one output line."""
+    return text.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
+
+
+def write_lines(lines: Sequence[str], file: BinaryIO | None = None) -> None:
+    """Writes `lines` (each without line breaks), each ended by "\\n", as UTF-8, to a binary
+    `file` or to standard output. File names that are not UTF-8 are written as their bytes."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8", errors="surrogateescape")
+    if file is None:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        file.write(data)

@@ -1,0 +1,116 @@
+"""Train a model: `python train.py --config=configs/NAME.py --workdir=DIR [--config.k=v]`.
+
+With no --config it uses configs/default.py of the source tree (the offline number-translation
+corpus). Re-running the same command resumes from DIR's latest checkpoint. `transformer-jax
+train` is the same command.
+
+A config file may import the modules beside it as a package (`from configs.common import
+...`): the folder above the config's package is put on the import path first. A flag or a
+`--config.` override that does not fit (a misspelled field, a value of the wrong type) stops
+with one line naming it, exit code 2.
+"""
+
+import pathlib
+import sys
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+from transformer_jax.training import train_and_evaluate
+from transformer_jax.training.nonfinite import NonFiniteError
+from transformer_jax.training.run_lock import WorkdirBusyError
+
+SOURCE_TREE = pathlib.Path(__file__).resolve().parents[2]  # Holds configs/ in a source checkout.
+DEFAULT_CONFIG = SOURCE_TREE / "configs" / "default.py"
+USAGE = "usage: python train.py --config=configs/NAME.py --workdir=DIR [--config.key=value ...]"
+
+if DEFAULT_CONFIG.is_file() and str(SOURCE_TREE) not in sys.path:
+    # The default config is read when its flag is defined, just below; it imports configs.common.
+    sys.path.append(str(SOURCE_TREE))
+
+config_flags.DEFINE_config_file(
+    "config",
+    str(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else None,
+    "Training config file (a Python file with get_config()).",
+    lock_config=True,
+)
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and the tokenizer.")
+flags.DEFINE_bool(
+    "multi_process",
+    False,
+    "Call jax.distributed.initialize() (TPU pods and GPU clusters auto-detect their peers).",
+)
+flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi_process only).")
+flags.DEFINE_integer("num_processes", None, "Number of processes (multi_process only).")
+flags.DEFINE_integer("process_id", None, "This process's index (multi_process only).")
+flags.mark_flag_as_required("workdir")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if FLAGS.config is None:
+        raise app.UsageError("--config=configs/NAME.py is required (no default config here).")
+    if not FLAGS["verbosity"].present:
+        logging.set_verbosity(logging.WARNING)  # library INFO chatter off; --verbosity=0 for it
+    import jax
+
+    if FLAGS.multi_process:
+        # CPU processes exchange gradients over gloo (accelerators use their own collectives).
+        # Nothing may touch a backend before initialize(), not even jax.default_backend().
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            coordinator_address=FLAGS.coordinator_address,
+            num_processes=FLAGS.num_processes,
+            process_id=FLAGS.process_id,
+        )
+    try:
+        train_and_evaluate(FLAGS.config, FLAGS.workdir)
+    except (ValueError, OSError, WorkdirBusyError, NonFiniteError) as e:
+        # A bad config, workdir or input (CheckpointError is a ValueError), a busy or
+        # unwritable workdir, a diverged run: each message says what to do. One line, no
+        # traceback unless --verbosity is given.
+        if FLAGS["verbosity"].present:
+            raise
+        sys.exit(f"error: {e}\n(With --verbosity=0 the traceback is shown too.)")
+
+
+def config_root(argv: list[str]) -> pathlib.Path | None:
+    """The folder above the package of the `--config` file (default: the source tree's)."""
+    path = DEFAULT_CONFIG
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            path = pathlib.Path(arg.split("=", 1)[1])
+        elif arg == "--config" and i + 1 < len(argv):
+            path = pathlib.Path(argv[i + 1])
+    folder = path.resolve().parent
+    return folder.parent if (folder / "__init__.py").is_file() else None
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's parse, with a bad flag or `--config.` override told in one line (exit code 2)."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        problem = str(e)
+    except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' refusals
+        while e.args and isinstance(e.args[0], BaseException):  # AttributeError(KeyError(...))
+            e = e.args[0]
+        text = "; ".join(str(e.args[0] if e.args else e).splitlines())
+        problem = f"a --config override does not fit the config: {text}"
+    print(f"error: {problem}\n{USAGE}  (--helpfull lists the flags)", file=sys.stderr)
+    sys.exit(2)
+
+
+def run(argv: list[str] | None = None) -> None:
+    """Parses `argv` (default: the process's, without the program name) and trains."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    root = config_root(argv)
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    app.run(main, argv=["train.py", *argv], flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+    run()
