@@ -48,7 +48,7 @@ def base_config() -> ml_collections.ConfigDict:
     c.task = "translation"  # What is learned: a name from transformer_jax.tasks.
 
     # Model: `name` (from transformer_jax.models) and every field of its config dataclass, from
-    # the Table 3 "base" preset; each field is commented in TransformerConfig. vocab_size and
+    # the Table 3 "base" preset; each field is commented in EncoderDecoderConfig. vocab_size and
     # max_len stay None: the tokenizer and data.max_len decide them.
     c.model = models.config_section("encoder_decoder", "base")  # Table 3 "base" (§6.2).
 
