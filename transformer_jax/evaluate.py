@@ -33,7 +33,7 @@ import time
 
 from transformer_jax import tasks
 from transformer_jax.cli_lines import quiet_logs
-from transformer_jax.data import get_pairs
+from transformer_jax.data.translation import get_pairs
 from transformer_jax.inference import loading
 from transformer_jax.inference.mesh import MeshError, serving_mesh
 from transformer_jax.inference.scoring import corpus_scores

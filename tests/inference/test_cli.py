@@ -9,7 +9,7 @@ import pytest
 
 from tests.train_runs import subprocess_env
 from transformer_jax import cli_lines, evaluate, translate
-from transformer_jax import data as data_lib
+from transformer_jax.data import translation as data_lib
 from transformer_jax.inference.translator import Translator
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
