@@ -1,4 +1,7 @@
-"""Shared fixtures for the data tests: a small embedded corpus and a tokenizer trained on it."""
+"""Shared fixtures for the data tests: a small embedded corpus and a tokenizer trained on it.
+
+Translation's data config builds them, but the tokenizer tests beside this file and the BERT
+input tests (bert/) use them too, so they live here rather than in translation/."""
 
 import pytest
 
