@@ -76,15 +76,15 @@ REPLY = "@@ "  # Prefix of a worker's reply line on stdout; other output goes to
 
 # ============================================================================ transformer_jax
 def _jax_model(shape: dict, seed: int, **fields):
-    """A random model of `shape` (and other `TransformerConfig` `fields`) with every parameter
+    """A random model of `shape` (and other `EncoderDecoderConfig` `fields`) with every parameter
     random, biases and LayerNorms included (their initial zeros and ones would hide a mapping
     that drops or swaps them)."""
     import jax.numpy as jnp  # Here, not at the top: the CTranslate2 worker has no jax.
     from flax import nnx
 
-    from transformer_jax import Transformer, TransformerConfig
+    from transformer_jax import EncoderDecoder, EncoderDecoderConfig
 
-    cfg = TransformerConfig.base(
+    cfg = EncoderDecoderConfig.base(
         vocab_size=shape["vocab_size"],
         d_model=shape["d_model"],
         num_heads=shape["num_heads"],
@@ -95,7 +95,7 @@ def _jax_model(shape: dict, seed: int, **fields):
         max_len=256,
         **fields,
     )
-    model = Transformer(cfg, rngs=nnx.Rngs(seed))
+    model = EncoderDecoder(cfg, rngs=nnx.Rngs(seed))
     rng = np.random.default_rng(seed)
     perturbed = []
     for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax import Transformer, TransformerConfig, beam_search, greedy_decode
+from transformer_jax import EncoderDecoder, EncoderDecoderConfig, beam_search, greedy_decode
 
 
 def _parse() -> argparse.Namespace:
@@ -61,7 +61,7 @@ def _time(fn, min_time: float) -> tuple[float, float, int]:
             return first, elapsed / calls, calls
 
 
-def _cases(model: Transformer, args: argparse.Namespace, src_for):
+def _cases(model: EncoderDecoder, args: argparse.Namespace, src_for):
     """(method, cache, batch, fn) for every case to time."""
     k = args.beam_size
     kw = dict(max_len=args.steps, eos_id=None)  # fixed-length runs
@@ -79,7 +79,7 @@ def _cases(model: Transformer, args: argparse.Namespace, src_for):
 
 
 def main(args: argparse.Namespace) -> dict:
-    cfg = TransformerConfig.base(
+    cfg = EncoderDecoderConfig.base(
         vocab_size=args.vocab,
         d_model=args.d_model,
         num_heads=args.heads,
@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> dict:
         dtype=args.dtype,
         max_len=max(256, args.steps),
     )
-    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    model = EncoderDecoder(cfg, rngs=nnx.Rngs(0))
 
     def src_for(batch):
         rng = np.random.default_rng(batch)

@@ -24,7 +24,14 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from transformer_jax import data  # noqa: E402
+from transformer_jax.data.translation import (  # noqa: E402
+    TrainIterator,
+    default_data_config,
+    embedded_pairs,
+    load_tokenizer_or_train,
+    make_train_iterator,
+    tokenized_split,
+)
 
 
 def _timed(fn):
@@ -60,7 +67,7 @@ def _throughput(next_batch, num_batches: int, pack: bool) -> dict:
     }
 
 
-def used_shapes(iterator: data.TrainIterator) -> list[tuple[int, int]]:
+def used_shapes(iterator: TrainIterator) -> list[tuple[int, int]]:
     """The (rows, length) shapes that occur in an epoch (buckets with pairs)."""
     counts = iterator.batches_per_bucket or (1,)
     return [(r, n) for r, n, c in zip(iterator.rows, iterator.lengths, counts, strict=True) if c]
@@ -80,11 +87,11 @@ def main() -> None:
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.cpus])
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="input_pipeline_"))
 
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg.embedded_train_size = args.train_size
     setup = {}
     _, setup["generate_corpus_s"] = _timed(
-        lambda: data.embedded_pairs(
+        lambda: embedded_pairs(
             "train",
             cfg.embedded_train_size,
             cfg.embedded_seed,
@@ -92,14 +99,12 @@ def main() -> None:
             cache_dir=workdir / "cache",
         )
     )
-    tokenizer, setup["train_tokenizer_s"] = _timed(
-        lambda: data.load_tokenizer_or_train(cfg, workdir)
-    )
+    tokenizer, setup["train_tokenizer_s"] = _timed(lambda: load_tokenizer_or_train(cfg, workdir))
     _, setup["tokenize_train_s"] = _timed(
-        lambda: data.tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
+        lambda: tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
     )
     _, setup["load_cached_tokens_s"] = _timed(
-        lambda: data.tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
+        lambda: tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
     )
     setup = {k: round(v, 3) for k, v in setup.items()}
 
@@ -108,7 +113,7 @@ def main() -> None:
         for pack in (False, True):
             cfg.tokens_per_batch, cfg.pack = tokens_per_batch, pack
             iterator, build_s = _timed(
-                lambda: data.make_train_iterator(
+                lambda: make_train_iterator(
                     cfg, tokenizer, workdir, process_index=0, process_count=1
                 )
             )

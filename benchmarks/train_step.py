@@ -31,14 +31,14 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # for configs/
 
 from configs import default as default_config  # noqa: E402
-from transformer_jax import TransformerConfig, count_params, models
+from transformer_jax import EncoderDecoderConfig, count_params, models
 from transformer_jax import sharding as shd
 from transformer_jax.tasks.translation import translation_loss
 from transformer_jax.training import step as ts
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
 
-# Model sections: the presets of TransformerConfig, and the model of configs/default.py.
+# Model sections: the presets of EncoderDecoderConfig, and the model of configs/default.py.
 MODELS = {
     "tiny": models.config_section("encoder_decoder", "tiny"),
     "default": default_config.get_config().model,
@@ -48,7 +48,7 @@ MODELS = {
 VOCAB = {"tiny": 200, "default": 110, "base": 37000, "big": 37000}
 
 
-def model_flops_per_token(cfg: TransformerConfig, length: int) -> float:
+def model_flops_per_token(cfg: EncoderDecoderConfig, length: int) -> float:
     """Training FLOPs (forward + backward = 3x forward) per target token, with equal source and
     target lengths: matrix products 2*m*n*k, attention scores and mixing over `length` keys."""
     d, f, v = cfg.d_model, cfg.d_ff, cfg.vocab_size
@@ -72,7 +72,7 @@ def matmul_tflops(n: int = 2048, repeats: int = 5, dtype=jnp.float32) -> float:
     return 2.0 * n**3 / best / 1e12
 
 
-def build_step(cfg: TransformerConfig, rows: int, seq_len: int, *, label_smoothing: float = 0.1):
+def build_step(cfg: EncoderDecoderConfig, rows: int, seq_len: int, *, label_smoothing: float = 0.1):
     """The jitted, sharded, donated `train_step` of `train.py` for `cfg`, on a data-parallel
     mesh over every device, with a synthetic batch of `rows` x `seq_len` real tokens.
 

@@ -11,11 +11,11 @@ the model's in its config dataclass.
 import ml_collections
 
 from transformer_jax import models, tasks
-from transformer_jax.data import default_data_config
 from transformer_jax.data.bert.config import default_bert_data_config
 from transformer_jax.data.classify.config import default_classify_data_config
 from transformer_jax.data.images.config import default_image_data_config
 from transformer_jax.data.lm.config import default_lm_data_config
+from transformer_jax.data.translation.config import default_data_config
 
 
 def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:

@@ -111,7 +111,7 @@ from IPython.display import Markdown, display
 
 from transformer_jax import models
 from transformer_jax import sharding as shd
-from transformer_jax.models.encoder_decoder import TransformerConfig
+from transformer_jax.models.encoder_decoder import EncoderDecoderConfig
 from transformer_jax.notebook import choose
 
 accelerators = jax.devices()
@@ -194,7 +194,7 @@ for bad in ({"data": 3, "fsdp": 2}, {"data": -1, "fsdp": 3}, {"data": -1, "fsdp"
 # `tiny` preset's widths), built abstractly: shapes and metadata, nothing allocated.
 
 # %%
-CFG = TransformerConfig.tiny(
+CFG = EncoderDecoderConfig.tiny(
     vocab_size=64, num_encoder_layers=1, num_decoder_layers=1, dropout_rate=0.1
 )
 graphdef, abstract = models.abstract_model(CFG)  # nnx.State of ShapeDtypeStructs
@@ -307,7 +307,7 @@ MEMORY_MESHES = {
     "data 2 x tensor 4": {"data": 2, "tensor": 4},
     "fsdp 2 x tensor 4": {"fsdp": 2, "tensor": 4},
 }
-paper = {"base": TransformerConfig.base(), "big": TransformerConfig.big()}
+paper = {"base": EncoderDecoderConfig.base(), "big": EncoderDecoderConfig.big()}
 BYTES_PER_NUMBER = 3 * 4  # the parameter and Adam's two moments, float32
 mib = {}  # (model, mesh) -> MiB of parameters and optimizer state on each device
 for model_name, cfg in paper.items():

@@ -14,7 +14,7 @@ import pytest
 from absl import flags
 from ml_collections import ConfigDict, config_flags
 
-from transformer_jax import data as data_lib
+from transformer_jax.data.translation import bucket_lengths, validate_data_config
 from transformer_jax.data.translation.config import check_text_split_fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ def test_the_issue_command_gives_a_valid_text_config(text_files):
     )
     assert (config.data.text_train_tsv, config.data.text_eval_src) == ("train.tsv", "valid.en")
     assert config.data.text_train_src is None and config.data.text_eval_tsv is None
-    data_lib.validate_data_config(config.data)  # Train split: a TSV and no src/tgt is fine.
+    validate_data_config(config.data)  # Train split: a TSV and no src/tgt is fine.
 
 
 def test_bucket_boundaries_tuple_from_the_command_line():
@@ -127,11 +127,11 @@ def test_bucket_boundaries_tuple_from_the_command_line():
     ):
         cfg = parse(default, "--config.data.pack=False", *args).data
         assert cfg.bucket_boundaries == (16, 32), args
-        data_lib.validate_data_config(cfg)
-        assert data_lib.bucket_lengths(cfg) == (16, 32, 48)  # max_len appended
+        validate_data_config(cfg)
+        assert bucket_lengths(cfg) == (16, 32, 48)  # max_len appended
     cfg = parse(default, "--config.data.bucket_boundaries=(32, 16)").data
     with pytest.raises(ValueError, match="field 'bucket_boundaries'"):
-        data_lib.validate_data_config(cfg)  # Parsed, then refused by validation.
+        validate_data_config(cfg)  # Parsed, then refused by validation.
     with pytest.raises(flags.IllegalFlagValueError, match="bucket_boundaries"):
         parse(default, "--config.data.bucket_boundaries=(16, 32")
 
@@ -139,12 +139,12 @@ def test_bucket_boundaries_tuple_from_the_command_line():
 def test_unset_placeholders_validate_as_none_did(text_files):
     cfg = parse(ROOT / "configs" / "default.py", "--config.data.source=text").data
     with pytest.raises(ValueError, match="field 'text_train_src': not set for the train split"):
-        data_lib.validate_data_config(cfg)
+        validate_data_config(cfg)
     cfg.text_train_src, cfg.text_train_tgt, cfg.text_train_tsv = "a", "b", "train.tsv"
     with pytest.raises(ValueError, match="field 'text_train_tsv': set together"):
-        data_lib.validate_data_config(cfg)
+        validate_data_config(cfg)
     cfg.text_train_src = cfg.text_train_tgt = None  # Back to unset in Python.
-    data_lib.validate_data_config(cfg)
+    validate_data_config(cfg)
 
 
 @pytest.mark.parametrize(
@@ -165,7 +165,7 @@ def test_text_config_docstring_command_parses_and_validates(text_files):
     overrides = [a for a in args if a.startswith("--config.")]
     cfg = parse(ROOT / "configs" / "text.py", *overrides).data
     assert cfg.source == "text" and cfg.text_train_tsv and cfg.text_eval_tsv
-    data_lib.validate_data_config(cfg)
+    validate_data_config(cfg)
     for split in ("train", "eval"):  # train_and_evaluate reads both splits.
         check_text_split_fields(cfg, split)
 
@@ -177,4 +177,4 @@ def test_a_missing_text_file_is_named_with_its_field(text_files):
         "--config.data.text_eval_tsv=valid.tsv",
     ).data
     with pytest.raises(ValueError, match="field 'text_train_tsv': 'trian.tsv' is not a file"):
-        data_lib.validate_data_config(cfg)
+        validate_data_config(cfg)

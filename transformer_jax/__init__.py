@@ -6,6 +6,7 @@ loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`, `ImageClassifier
 `transformer-jax` console command).
 """
 
+from transformer_jax.deprecation import deprecated_names
 from transformer_jax.inference import (
     Classifier,
     Generator,
@@ -19,7 +20,7 @@ from transformer_jax.inference import (
 )
 from transformer_jax.models import count_params
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
-from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
+from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.models.vit import VisionTransformer, VitConfig
 from transformer_jax.nn import (
@@ -32,17 +33,26 @@ from transformer_jax.nn import (
     sinusoidal_encoding,
 )
 
+# The names from when translation was the only task; they go in the next release.
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        "Transformer": f"{__name__}.EncoderDecoder",
+        "TransformerConfig": f"{__name__}.EncoderDecoderConfig",
+    },
+)
+
 __all__ = [
     "Classifier",
     "DecoderOnly",
     "DecoderOnlyConfig",
+    "EncoderDecoder",
+    "EncoderDecoderConfig",
     "EncoderOnly",
     "EncoderOnlyConfig",
     "Generator",
     "ImageClassifier",
     "MaskFiller",
-    "Transformer",
-    "TransformerConfig",
     "Translator",
     "VisionTransformer",
     "VitConfig",

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from tests.train_runs import subprocess_env
-from transformer_jax import data as data_lib
 from transformer_jax.cli import common, evaluate, translate
+from transformer_jax.data import translation as data_lib
 from transformer_jax.inference.translator import Translator
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -1,13 +1,16 @@
-"""Shared fixtures for the data tests: a small embedded corpus and a tokenizer trained on it."""
+"""Shared fixtures for the data tests: a small embedded corpus and a tokenizer trained on it.
+
+Translation's data config builds them, but the tokenizer tests beside this file and the BERT
+input tests (bert/) use them too, so they live here rather than in translation/."""
 
 import pytest
 
-from transformer_jax import data
+from transformer_jax.data.translation import default_data_config, load_tokenizer_or_train
 
 
 def small_config(**overrides):
     """A config small enough that everything (tokenizer included) takes well under a second."""
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg.embedded_train_size = 2000
     cfg.embedded_eval_size = 150
     cfg.embedded_test_size = 100
@@ -30,7 +33,7 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tokenizer(workdir):
     """The tokenizer of the small embedded English -> French corpus."""
-    return data.load_tokenizer_or_train(small_config(), workdir)
+    return load_tokenizer_or_train(small_config(), workdir)
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from transformer_jax import data
+from transformer_jax.data.tokenizer import UNK_ID, Tokenizer, train_tokenizer
+from transformer_jax.data.translation import get_pairs, load_tokenizer_or_train
 
 ACCENTED = [
     "Élève à Noël, ça coûte 5 €.",
@@ -26,8 +27,8 @@ def test_special_ids(tokenizer):
 @pytest.mark.parametrize("lang", ["fr", "de"])
 def test_exact_round_trip_on_the_embedded_corpus(make_cfg, lang, tmp_path):
     cfg = make_cfg(embedded_target_lang=lang)
-    tokenizer = data.load_tokenizer_or_train(cfg, tmp_path)
-    pairs = data.get_pairs(cfg, "train") + data.get_pairs(cfg, "test")
+    tokenizer = load_tokenizer_or_train(cfg, tmp_path)
+    pairs = get_pairs(cfg, "train") + get_pairs(cfg, "test")
     texts = [t for pair in pairs for t in pair]
     ids = tokenizer.encode_batch(texts)
     assert ids[0] == tokenizer.encode(texts[0])
@@ -37,11 +38,11 @@ def test_exact_round_trip_on_the_embedded_corpus(make_cfg, lang, tmp_path):
 
 @pytest.mark.parametrize("model_type", ["unigram", "bpe"])
 def test_exact_round_trip_on_accented_text_and_unk(model_type):
-    tokenizer = data.train_tokenizer(ACCENTED, vocab_size=80, model_type=model_type)
+    tokenizer = train_tokenizer(ACCENTED, vocab_size=80, model_type=model_type)
     for text in ACCENTED:
         assert tokenizer.decode(tokenizer.encode(text)) == text
     ids = tokenizer.encode("Köln 日本")
-    assert ids.count(data.UNK_ID) == 1 and tokenizer.decode(ids).startswith("Köln ")
+    assert ids.count(UNK_ID) == 1 and tokenizer.decode(ids).startswith("Köln ")
 
 
 def test_decode_stops_at_eos_and_skips_pad_and_bos(tokenizer):
@@ -53,35 +54,35 @@ def test_decode_stops_at_eos_and_skips_pad_and_bos(tokenizer):
 
 def test_save_and_load(tokenizer, tmp_path):
     tokenizer.save(tmp_path / "sub" / "t.model")
-    loaded = data.Tokenizer.load(tmp_path / "sub" / "t.model")
+    loaded = Tokenizer.load(tmp_path / "sub" / "t.model")
     assert loaded.model_proto == tokenizer.model_proto
     assert loaded.encode("quatre-vingts") == tokenizer.encode("quatre-vingts")
     with pytest.raises(FileNotFoundError, match="missing.model: no SentencePiece model"):
-        data.Tokenizer.load(tmp_path / "missing.model")
+        Tokenizer.load(tmp_path / "missing.model")
 
 
 def test_training_is_deterministic():
-    a = data.train_tokenizer(ACCENTED, vocab_size=70)
-    b = data.train_tokenizer(ACCENTED, vocab_size=70)
+    a = train_tokenizer(ACCENTED, vocab_size=70)
+    b = train_tokenizer(ACCENTED, vocab_size=70)
     assert a.model_proto == b.model_proto
 
 
 def test_load_or_train(make_cfg, tmp_path, tokenizer):
     cfg = make_cfg()
-    trained = data.load_tokenizer_or_train(cfg, tmp_path)
+    trained = load_tokenizer_or_train(cfg, tmp_path)
     assert (tmp_path / "tokenizer.model").exists()
     assert json.loads((tmp_path / "tokenizer.json").read_text())["vocab_size"] == 200
     assert trained.model_proto == tokenizer.model_proto  # Same corpus, same model.
-    assert data.load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
+    assert load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
     cfg.vocab_size = 150
     with pytest.raises(
         ValueError,
         match=r"tokenizer.model was trained with \{'vocab_size': 200\}"
         r", but the config now says \{'vocab_size': 150\}",
     ):
-        data.load_tokenizer_or_train(cfg, tmp_path)
+        load_tokenizer_or_train(cfg, tmp_path)
     cfg.spm_model_path = str(tmp_path / "tokenizer.model")  # An explicit model wins.
-    assert data.load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
+    assert load_tokenizer_or_train(cfg, tmp_path).model_proto == trained.model_proto
 
 
 def test_foreign_special_ids_are_rejected(tmp_path):
@@ -99,4 +100,4 @@ def test_foreign_special_ids_are_rejected(tmp_path):
     )
     (tmp_path / "default_ids.model").write_bytes(buffer.getvalue())
     with pytest.raises(ValueError, match="default_ids.model: SentencePiece model has special ids"):
-        data.Tokenizer.load(tmp_path / "default_ids.model")
+        Tokenizer.load(tmp_path / "default_ids.model")

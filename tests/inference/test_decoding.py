@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from transformer_jax import Transformer, TransformerConfig
+from transformer_jax import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.inference.decoding import (
     BOS_ID,
     EOS_ID,
@@ -24,7 +24,7 @@ V, B, S, L = 19, 5, 7, 12  # vocabulary, batch, source length, output length: al
 
 
 def _model(seed=0, **overrides):
-    return Transformer(TransformerConfig.tiny(vocab_size=V, **overrides), rngs=nnx.Rngs(seed))
+    return EncoderDecoder(EncoderDecoderConfig.tiny(vocab_size=V, **overrides), rngs=nnx.Rngs(seed))
 
 
 def _src(seed=0, batch=B, length=S):
@@ -223,13 +223,13 @@ def test_bad_arguments_are_refused_with_a_reason():
 def test_repeated_calls_do_not_retrace(monkeypatch):
     """Same shapes and options (new values, new parameters): the compiled loop is reused."""
     traces = []
-    decode_step = Transformer.decode_step
+    decode_step = EncoderDecoder.decode_step
 
     def counted(self, tokens, cache):
         traces.append(tokens.shape)
         return decode_step(self, tokens, cache)
 
-    monkeypatch.setattr(Transformer, "decode_step", counted)
+    monkeypatch.setattr(EncoderDecoder, "decode_step", counted)
     greedy_decode(_model(0), _src(0, batch=2, length=9), max_len=11)  # shapes no other test uses
     assert traces  # so it traced: the counter works
     traces.clear()

@@ -25,7 +25,7 @@ from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.inference import Classifier, Generator, ImageClassifier, MaskFiller, Translator
 from transformer_jax.inference.mesh import MeshError, check_fits, serving_mesh
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
-from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
+from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.models.vit import VisionTransformer, VitConfig
 from transformer_jax.tokens import BERT_SYMBOLS
@@ -113,8 +113,8 @@ def check_sharded(model: nnx.Module, mesh_text: str) -> None:
 # ---------------------------------------------------------------------------- translator
 @pytest.fixture(scope="module")
 def seq2seq_dir(tmp_path_factory):
-    model = Transformer(
-        TransformerConfig.tiny(vocab_size=VOCAB, max_len=32, **ONE_LAYER_EACH), rngs=nnx.Rngs(3)
+    model = EncoderDecoder(
+        EncoderDecoderConfig.tiny(vocab_size=VOCAB, max_len=32, **ONE_LAYER_EACH), rngs=nnx.Rngs(3)
     )
     return write_workdir(
         tmp_path_factory.mktemp("seq2seq"), "translation", "encoder_decoder", model

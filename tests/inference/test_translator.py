@@ -10,7 +10,8 @@ import pytest
 from flax import nnx
 
 from tests.conftest import TINY_STEPS
-from transformer_jax import data as data_lib
+from transformer_jax.data.tokenizer import UNK_ID
+from transformer_jax.data.translation import get_pairs
 from transformer_jax.inference import decoding
 from transformer_jax.inference.attention_plot import plot_attention
 from transformer_jax.inference.decoding import greedy_decode
@@ -51,7 +52,7 @@ def random_translator(translator):
 @pytest.fixture(scope="module")
 def sources(translator):
     """Test-split sentences of varied lengths (1 to 2 length buckets), not sorted."""
-    pairs = data_lib.get_pairs(translator.config.data, "test")
+    pairs = get_pairs(translator.config.data, "test")
     return [src for src, _ in pairs[:13]]
 
 
@@ -165,7 +166,7 @@ def test_long_input_is_truncated_with_a_warning(random_translator):
 
 def test_unknown_characters_become_unk(random_translator):
     text = "日本 nine ☃"
-    assert data_lib.UNK_ID in random_translator.tokenizer.encode(text)
+    assert UNK_ID in random_translator.tokenizer.encode(text)
     (out,) = random_translator.translate([text], beam_size=1)
     assert isinstance(out, str)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from transformer_jax import Transformer, TransformerConfig
+from transformer_jax import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.nn import KVCache, MemoryKV
 
 # All different: batch 3, source 7, target 5, heads 2, head dim 6, vocab 17.
@@ -26,11 +26,11 @@ def _cfg(**kw):
         dropout_rate=0.0,
         max_len=16,
     )
-    return TransformerConfig(**{**fields, **kw})
+    return EncoderDecoderConfig(**{**fields, **kw})
 
 
 def _model(**kw):
-    return Transformer(_cfg(**kw), rngs=nnx.Rngs(0))
+    return EncoderDecoder(_cfg(**kw), rngs=nnx.Rngs(0))
 
 
 def _batch(seed=0):
@@ -199,8 +199,8 @@ def test_bfloat16_computation_close_to_float32():
 
 
 def test_initialisation_scales():
-    cfg = TransformerConfig.tiny(vocab_size=400, d_model=64, num_heads=4, d_ff=128)
-    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    cfg = EncoderDecoderConfig.tiny(vocab_size=400, d_model=64, num_heads=4, d_ff=128)
+    model = EncoderDecoder(cfg, rngs=nnx.Rngs(0))
     emb = np.asarray(model.src_embed.embedding[...])
     assert emb.std() == pytest.approx(64**-0.5, rel=0.05)  # unit variance after * sqrt(d_model)
     assert model.tgt_embed is model.src_embed

@@ -1,12 +1,12 @@
-"""TransformerConfig presets, validation and parameter counts (Table 3)."""
+"""EncoderDecoderConfig presets, validation and parameter counts (Table 3)."""
 
 import pytest
 
-from transformer_jax import TransformerConfig, count_params
+from transformer_jax import EncoderDecoderConfig, count_params
 
 
 def test_presets_match_table_3():
-    base, big = TransformerConfig.base(), TransformerConfig.big()
+    base, big = EncoderDecoderConfig.base(), EncoderDecoderConfig.big()
     assert (base.num_encoder_layers, base.d_model, base.d_ff, base.num_heads) == (6, 512, 2048, 8)
     assert base.head_dim == 64 and base.dropout_rate == 0.1
     assert (big.num_encoder_layers, big.d_model, big.d_ff, big.num_heads) == (6, 1024, 4096, 16)
@@ -15,17 +15,17 @@ def test_presets_match_table_3():
 
 def test_parameter_counts_from_abstract_shapes():
     """Shared 37k vocabulary, tied embeddings: about 63M (base) and 213M (big), within 5%."""
-    base = count_params(TransformerConfig.base(vocab_size=37000))
-    big = count_params(TransformerConfig.big(vocab_size=37000))
+    base = count_params(EncoderDecoderConfig.base(vocab_size=37000))
+    big = count_params(EncoderDecoderConfig.big(vocab_size=37000))
     assert abs(base - 63e6) / 63e6 < 0.05, base
     assert abs(big - 213e6) / 213e6 < 0.05, big
 
 
 def test_untied_embeddings_add_parameters():
-    tied = count_params(TransformerConfig.tiny(vocab_size=50))
-    untied = count_params(TransformerConfig.tiny(vocab_size=50, share_embeddings=False))
+    tied = count_params(EncoderDecoderConfig.tiny(vocab_size=50))
+    untied = count_params(EncoderDecoderConfig.tiny(vocab_size=50, share_embeddings=False))
     untied_out = count_params(
-        TransformerConfig.tiny(vocab_size=50, share_embeddings=False, tie_output=False)
+        EncoderDecoderConfig.tiny(vocab_size=50, share_embeddings=False, tie_output=False)
     )
     assert untied - tied == 50 * 32
     assert untied_out - untied == 50 * 32
@@ -48,7 +48,7 @@ def test_untied_embeddings_add_parameters():
 )
 def test_invalid_fields_name_field_and_value(changes, field):
     if field is None:
-        TransformerConfig.tiny(**changes)
+        EncoderDecoderConfig.tiny(**changes)
         return
     with pytest.raises(ValueError, match=field.replace("(", r"\(")):
-        TransformerConfig.tiny(**changes)
+        EncoderDecoderConfig.tiny(**changes)

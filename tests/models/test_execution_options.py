@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
-from transformer_jax.models.encoder_decoder.config import TransformerConfig
+from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 from transformer_jax.models.encoder_only.config import EncoderOnlyConfig
 from transformer_jax.models.registry import build_model
 from transformer_jax.models.vit.config import VitConfig
@@ -24,7 +24,7 @@ def _forward(name):
     """(config class preset, a forward pass of the model on fixed inputs)."""
     return {
         "encoder_decoder": (
-            TransformerConfig.tiny,
+            EncoderDecoderConfig.tiny,
             lambda m, **kw: m(TOKENS, TOKENS[:, ::-1], **kw),
         ),
         "decoder_only": (DecoderOnlyConfig.tiny, lambda m, **kw: m(TOKENS, **kw)),

@@ -8,14 +8,14 @@ from absl import flags
 from ml_collections import config_flags
 
 from transformer_jax import models
-from transformer_jax.models.encoder_decoder import Transformer, TransformerConfig
+from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 
 
 def test_section_has_every_preset_field_and_data_fields_unset():
     section = models.config_section("encoder_decoder", "big")
     assert section.name == "encoder_decoder"
-    big = TransformerConfig.big()
-    for f in dataclasses.fields(TransformerConfig):
+    big = EncoderDecoderConfig.big()
+    for f in dataclasses.fields(EncoderDecoderConfig):
         if f.name in ("vocab_size", "max_len"):
             assert section[f.name] is None  # decided by the tokenizer and data.max_len
         else:
@@ -25,15 +25,15 @@ def test_section_has_every_preset_field_and_data_fields_unset():
 def test_build_config_fills_data_fields_and_keeps_explicit_ones():
     section = models.config_section("encoder_decoder", "tiny")
     cfg = models.build_config(section, {"vocab_size": 123, "max_len": 40})
-    assert isinstance(cfg, TransformerConfig)
+    assert isinstance(cfg, EncoderDecoderConfig)
     assert (cfg.vocab_size, cfg.max_len, cfg.d_model) == (123, 40, 32)
     section.max_len = 20  # set in the config: the data does not override it
     assert models.build_config(section, {"vocab_size": 123, "max_len": 40}).max_len == 20
 
 
 def test_build_model_and_count_params_from_any_config():
-    cfg = TransformerConfig.tiny(vocab_size=50)
-    assert models.get("encoder_decoder").module_class is Transformer
+    cfg = EncoderDecoderConfig.tiny(vocab_size=50)
+    assert models.get("encoder_decoder").module_class is EncoderDecoder
     assert models.spec_of(cfg).name == "encoder_decoder"
     graphdef, params = models.abstract_model(cfg)
     assert models.count_params(cfg) == sum(x.size for x in jax.tree.leaves(params))

@@ -15,7 +15,7 @@ from transformer_jax import sharding as shd
 from transformer_jax.inference import decoding, generator, loading
 from transformer_jax.inference.decoding import beam_search, greedy_decode
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
-from transformer_jax.models.encoder_decoder.config import TransformerConfig
+from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 from transformer_jax.models.registry import abstract_model, build_model
 from transformer_jax.nn.stacked import stacked_layout, to_layout
 from transformer_jax.training.checkpointing import Checkpoints
@@ -32,7 +32,7 @@ def _leaves_equal(a, b):
 
 
 def test_stacked_parameters_have_a_layer_axis_and_convert_both_ways():
-    cfg = TransformerConfig.tiny(num_encoder_layers=3)
+    cfg = EncoderDecoderConfig.tiny(num_encoder_layers=3)
     unrolled = nnx.state(build_model(cfg, rngs=nnx.Rngs(0)), nnx.Param)
     stacked = nnx.state(build_model(cfg.replace(scan_layers=True), rngs=nnx.Rngs(0)), nnx.Param)
     w1 = stacked["encoder"]["layers"]["ffn"]["w1"]
@@ -48,7 +48,7 @@ def test_abstract_targets_convert_with_their_shardings():
     """A restore target (shapes with shardings) of one layout becomes the other's: the layer
     axis is never split, the other axes keep their mesh axes."""
     mesh = shd.make_mesh({"fsdp": 4, "tensor": 2})
-    _, abstract = abstract_model(TransformerConfig.tiny(scan_layers=True))
+    _, abstract = abstract_model(EncoderDecoderConfig.tiny(scan_layers=True))
     shardings = shd.param_shardings(abstract, mesh)
     target = jax.tree.map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings
@@ -65,7 +65,7 @@ def test_abstract_targets_convert_with_their_shardings():
 def test_scanned_model_decodes_like_the_unrolled_one():
     """Cached decoding runs the stacked blocks one by one (layer views): same tokens and
     scores as the unrolled model of the same seed, greedy and beam."""
-    cfg = TransformerConfig.tiny(vocab_size=40)
+    cfg = EncoderDecoderConfig.tiny(vocab_size=40)
     models = [build_model(cfg.replace(scan_layers=s), rngs=nnx.Rngs(0)) for s in (False, True)]
     greedy = [greedy_decode(m, SRC, max_len=6) for m in models]
     np.testing.assert_array_equal(greedy[0][0], greedy[1][0])
@@ -102,7 +102,7 @@ def test_decoding_loops_slice_a_scanned_stack_once():
     (`nn.unstacked`): XLA on CPU otherwise copied every layer's weights at every step. No
     instruction inside a decoding loop (encoder-decoder greedy and beam, GPT generation) makes
     an array of a feed-forward weight's shape (reading the loop's parameters is fine)."""
-    cfg = TransformerConfig.tiny(vocab_size=40, d_ff=72, scan_layers=True)  # w1 [32, 72]
+    cfg = EncoderDecoderConfig.tiny(vocab_size=40, d_ff=72, scan_layers=True)  # w1 [32, 72]
     model = build_model(cfg, rngs=nnx.Rngs(0))
     weight_shapes = ("f32[32,72]", "f32[72,32]")
     src = SRC.astype(jnp.int32)
@@ -161,7 +161,7 @@ def test_a_checkpoint_restores_into_the_other_layout(tmp_path, saved_scanned):
     checkpoint saved in the other layout, in the target's shardings."""
     mesh = shd.make_mesh({"fsdp": 4, "tensor": 2})
     tx = optax.adam(1e-3)
-    cfg = TransformerConfig.tiny(vocab_size=40)
+    cfg = EncoderDecoderConfig.tiny(vocab_size=40)
     _, saved, _ = create_train_state(cfg.replace(scan_layers=saved_scanned), tx, mesh, seed=0)
     saved = saved.replace(opt_state=jax.tree.map(lambda x: x + 1, saved.opt_state))
     workdir = Workdir.at(tmp_path)

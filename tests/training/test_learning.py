@@ -6,7 +6,7 @@ import optax
 import pytest
 from flax import nnx
 
-from transformer_jax import Transformer, TransformerConfig
+from transformer_jax import EncoderDecoder, EncoderDecoderConfig
 
 VOCAB, LENGTH, BOS = 14, 8, 2  # tokens 4..13 are content; 0 pad, 1 eos, 2 bos
 
@@ -20,8 +20,8 @@ def _batch(rng, batch=64):
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_reversal_is_learned(norm):
-    cfg = TransformerConfig.tiny(vocab_size=VOCAB, norm=norm, d_model=64, d_ff=128)
-    model = Transformer(cfg, rngs=nnx.Rngs(0))
+    cfg = EncoderDecoderConfig.tiny(vocab_size=VOCAB, norm=norm, d_model=64, d_ff=128)
+    model = EncoderDecoder(cfg, rngs=nnx.Rngs(0))
     optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
 
     @nnx.jit

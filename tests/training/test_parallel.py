@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from transformer_jax import sharding as shd
-from transformer_jax.models.encoder_decoder import TransformerConfig
+from transformer_jax.models.encoder_decoder import EncoderDecoderConfig
 from transformer_jax.tasks.translation import translation_loss
 from transformer_jax.training import step as ts
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
 
 LOSS = functools.partial(translation_loss, label_smoothing=0.1)
-CFG = TransformerConfig.tiny(vocab_size=48, d_model=32, num_heads=4, d_ff=64, dropout_rate=0.1)
+CFG = EncoderDecoderConfig.tiny(vocab_size=48, d_model=32, num_heads=4, d_ff=64, dropout_rate=0.1)
 
 
 def _batch(seed, rows=16, src_len=9, tgt_len=7):

@@ -1,16 +1,26 @@
-"""Input pipelines (no model imports): the shared SentencePiece tokenizer, and translation pairs
-(`data.translation`: sources, caches, fixed-shape batches), re-exported here.
+"""Input pipelines, one subpackage per kind of data over a few shared modules (no model imports).
 
-    cfg = default_data_config()
-    tokenizer = load_tokenizer_or_train(cfg, workdir)
-    train_iter = make_train_iterator(cfg, tokenizer, workdir)
-    batch = next(train_iter)  # {"src", "tgt_in", "tgt_out", "weights"} (+ segments if packed)
+Each task imports its own subpackage:
 
-The translation names load on first use (PEP 562): inference needs only the tokenizer, and the
-pipeline pulls in grain (about 0.6 s of import time).
+  translation  sentence pairs (embedded, TFDS, text files), token caches, buckets or packed rows
+  lm           language-model documents packed into rows; the embedded stdlib corpus
+  bert         BERT pretraining: sentences, next-sentence pairs, masking; the input layout
+  classify     labelled texts and text pairs for fine-tuning the encoder
+  images       labelled images for the Vision Transformer: sources, augmentation, batches
+
+and they share:
+
+  tokenizer       the SentencePiece tokenizer and the special ids (re-exported here)
+  byte_tokenizer  one token per UTF-8 byte: nothing to train, every text round-trips
+  files           reading the user's text files: UTF-8 only, errors naming file, line, column
+  epochs          the infinite, checkpointable iterator over epochs of batches (grain)
+  tfds_io         opening and reading TFDS datasets without TensorFlow
+  config_checks   the checks and the one error format of the data configs
+  hosts           which host this is, and the workdir, as every pipeline takes them
+
+Importing this package loads the tokenizer only: inference needs nothing more, and the
+pipelines pull in grain (about 0.6 s of import time).
 """
-
-import importlib
 
 from transformer_jax.data.tokenizer import (
     BOS_ID,
@@ -20,62 +30,41 @@ from transformer_jax.data.tokenizer import (
     Tokenizer,
     train_tokenizer,
 )
+from transformer_jax.deprecation import deprecated_names
 
-_TRANSLATION = {
-    "batching": ("BATCH_KEYS", "PACKED_KEYS", "build_batch", "padded_batch"),
-    "config": ("bucket_lengths", "default_data_config", "validate_data_config"),
-    "embedded": ("embedded_pairs", "number_pairs", "sample_integers"),
-    "iterator": ("TrainIterator",),
-    "pipeline": (
-        "EvalBatches",
-        "load_tokenizer_or_train",
-        "make_eval_batches",
-        "make_train_iterator",
-        "tokenized_split",
-    ),
-    "sources": ("get_pairs", "read_shard", "shard_range"),
-    "text_files": ("read_aligned", "read_tsv"),
-    "tokenized": ("TokenizedPairs", "filter_by_length", "tokenize_pairs"),
-}
-_HOME = {name: module for module, names in _TRANSLATION.items() for name in names}
+# Translation's names, which this package re-exported when translation was its only task; they
+# go in the next release. Resolved on use only, so that importing the package stays light.
+__getattr__ = deprecated_names(
+    __name__,
+    {
+        name: f"transformer_jax.data.translation.{name}"
+        for name in (
+            "BATCH_KEYS",
+            "PACKED_KEYS",
+            "EvalBatches",
+            "TokenizedPairs",
+            "TrainIterator",
+            "bucket_lengths",
+            "build_batch",
+            "default_data_config",
+            "embedded_pairs",
+            "filter_by_length",
+            "get_pairs",
+            "load_tokenizer_or_train",
+            "make_eval_batches",
+            "make_train_iterator",
+            "number_pairs",
+            "padded_batch",
+            "read_aligned",
+            "read_shard",
+            "read_tsv",
+            "sample_integers",
+            "shard_range",
+            "tokenize_pairs",
+            "tokenized_split",
+            "validate_data_config",
+        )
+    },
+)
 
-
-def __getattr__(name: str):
-    if name not in _HOME:
-        raise AttributeError(f"module 'transformer_jax.data' has no attribute {name!r}")
-    module = importlib.import_module(f"transformer_jax.data.translation.{_HOME[name]}")
-    return getattr(module, name)
-
-
-__all__ = [
-    "BATCH_KEYS",
-    "BOS_ID",
-    "EOS_ID",
-    "EvalBatches",
-    "PACKED_KEYS",
-    "PAD_ID",
-    "TokenizedPairs",
-    "Tokenizer",
-    "TrainIterator",
-    "UNK_ID",
-    "bucket_lengths",
-    "build_batch",
-    "default_data_config",
-    "embedded_pairs",
-    "filter_by_length",
-    "get_pairs",
-    "load_tokenizer_or_train",
-    "make_eval_batches",
-    "make_train_iterator",
-    "number_pairs",
-    "padded_batch",
-    "read_aligned",
-    "read_shard",
-    "read_tsv",
-    "sample_integers",
-    "shard_range",
-    "tokenize_pairs",
-    "tokenized_split",
-    "train_tokenizer",
-    "validate_data_config",
-]
+__all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "UNK_ID", "Tokenizer", "train_tokenizer"]

@@ -1,6 +1,6 @@
-"""Decoding with a Transformer: greedy, beam search (§6.1) and sampling, jit-compiled.
+"""Decoding with the encoder-decoder: greedy, beam search (§6.1) and sampling, jit-compiled.
 
-The encoder runs once per batch; every decoder step is one `Transformer.decode_step` on the KV
+The encoder runs once per batch; every decoder step is one `EncoderDecoder.decode_step` on the KV
 cache, inside the `lax.while_loop` of `transformer_jax.search`. Beam search repeats the
 self-attention caches to B*K rows once and then `reorder_cache` gathers the keys/values of each
 new beam's parent every step; the encoder-decoder keys/values (and the source mask) stay one
@@ -35,7 +35,7 @@ from transformer_jax.inference.search import (
     sample_loop,
     sampling_pick,
 )
-from transformer_jax.models.encoder_decoder import Transformer
+from transformer_jax.models.encoder_decoder import EncoderDecoder
 from transformer_jax.nn import grow_cache, reorder_cache, repeat_cache, unstacked
 from transformer_jax.tokens import BOS_ID, EOS_ID
 
@@ -44,7 +44,7 @@ FIRST_STAGE = 32  # Cached decoding: the KV cache holds 32 positions, then 64, 1
 
 
 # ------------------------------------------------------------------------------ validation
-def output_length(model: Transformer, src_len: int, max_len: int | None) -> int:
+def output_length(model: EncoderDecoder, src_len: int, max_len: int | None) -> int:
     """L: `max_len`, or by default source length + 50 (§6.1) capped at `cfg.max_len`.
 
     Raises `ValueError` for a length the model cannot decode (learned positions stop at
@@ -58,12 +58,12 @@ def output_length(model: Transformer, src_len: int, max_len: int | None) -> int:
     if cfg.positional == "learned" and max_len > cfg.max_len:
         raise ValueError(
             f"max_len={max_len} exceeds the model's learned positions "
-            f"(TransformerConfig.max_len={cfg.max_len}): decode at most {cfg.max_len} tokens."
+            f"(EncoderDecoderConfig.max_len={cfg.max_len}): decode at most {cfg.max_len} tokens."
         )
     return max_len
 
 
-def _check_source(model: Transformer, src) -> Int[Array, "B S"]:
+def _check_source(model: EncoderDecoder, src) -> Int[Array, "B S"]:
     src = jnp.asarray(src)
     if src.ndim != 2 or not jnp.issubdtype(src.dtype, jnp.integer):
         raise ValueError(
@@ -73,7 +73,7 @@ def _check_source(model: Transformer, src) -> Int[Array, "B S"]:
     if model.cfg.positional == "learned" and src.shape[1] > model.cfg.max_len:
         raise ValueError(
             f"source length {src.shape[1]} exceeds the model's learned positions "
-            f"(TransformerConfig.max_len={model.cfg.max_len}): truncate or re-bucket the input."
+            f"(EncoderDecoderConfig.max_len={model.cfg.max_len}): truncate or re-bucket the input."
         )
     return src
 
@@ -120,7 +120,7 @@ def _repeat_rows(tree: Any, copies: int) -> Any:
     return jax.tree.map(lambda x: jnp.repeat(x, copies, axis=0) if jnp.ndim(x) else x, tree)
 
 
-def _cached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: int | None):
+def _cached_decoder(model: EncoderDecoder, src, max_len: int, copies: int, eos_id: int | None):
     """Step function and initial state (the KV cache, sized for the first of
     `cache_stages(max_len)`) for decoding through `decode_step`."""
     model = unstacked(model)  # Layers sliced out of a scanned stack once, not at every step.
@@ -135,7 +135,7 @@ def _cached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: 
     return step, repeat_cache(cache, copies)
 
 
-def _uncached_decoder(model: Transformer, src, max_len: int, copies: int, eos_id: int | None):
+def _uncached_decoder(model: EncoderDecoder, src, max_len: int, copies: int, eos_id: int | None):
     """Step function and state that re-run the teacher-forced decoder on the whole prefix."""
     src_mask = model.source_mask(src)
     state = dict(
@@ -220,7 +220,7 @@ def _beam_compiled(
 
 # ------------------------------------------------------------------------------ public API
 def sample(
-    model: Transformer,
+    model: EncoderDecoder,
     src: Int[Array, "B S"],
     rng: jax.Array,
     *,
@@ -234,7 +234,7 @@ def sample(
     """Ancestral sampling from softmax(logits / temperature), optionally from the top-k tokens.
 
     Args:
-      model: the Transformer (used in inference mode, no dropout).
+      model: the `EncoderDecoder` (used in inference mode, no dropout).
       src: source token ids `[B, S]`, padded with `cfg.pad_id`.
       rng: PRNG key; the same key gives the same samples.
       temperature: > 0 sharpens (< 1) or flattens (> 1) the distribution; 0 is greedy.
@@ -270,7 +270,7 @@ def sample(
 
 
 def greedy_decode(
-    model: Transformer,
+    model: EncoderDecoder,
     src: Int[Array, "B S"],
     *,
     max_len: int | None = None,
@@ -296,7 +296,7 @@ def greedy_decode(
 
 
 def beam_search(
-    model: Transformer,
+    model: EncoderDecoder,
     src: Int[Array, "B S"],
     *,
     beam_size: int = 4,

@@ -32,7 +32,7 @@ from transformer_jax import sharding as shd
 from transformer_jax.inference import loading
 from transformer_jax.inference.decoding import beam_search, greedy_decode
 from transformer_jax.inference.mesh import MeshLike, serving_mesh
-from transformer_jax.models.encoder_decoder import Transformer
+from transformer_jax.models.encoder_decoder import EncoderDecoder
 from transformer_jax.workdir import CheckpointError, Workdir
 
 LENGTH_STEP = 16  # Source lengths are padded to a multiple of this: few compiled shapes.
@@ -91,7 +91,7 @@ def _round_up(n: int, multiple: int) -> int:
 
 
 class Translator:
-    """A Transformer with its tokenizer, ready to translate text.
+    """An `EncoderDecoder` with its tokenizer, ready to translate text.
 
     Build it with `Translator.from_checkpoint(workdir)`, or directly from a model and tokenizer.
 
@@ -101,7 +101,7 @@ class Translator:
         parameters are replicated on this host's devices.
 
     Attributes:
-      model: the `Transformer` (parameters replicated on the local devices, or sharded).
+      model: the `EncoderDecoder` (parameters replicated on the local devices, or sharded).
       tokenizer: the run's `transformer_jax.data.Tokenizer`.
       steps: the checkpoint steps whose parameters were loaded (averaged when several).
       config: the run's ml_collections config (None when built from a model).
@@ -109,7 +109,7 @@ class Translator:
     """
 
     def __init__(
-        self, model: Transformer, tokenizer, *, steps=(), config=None, workdir=None, mesh=None
+        self, model: EncoderDecoder, tokenizer, *, steps=(), config=None, workdir=None, mesh=None
     ):
         self.model = model
         self.tokenizer = tokenizer

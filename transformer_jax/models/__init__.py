@@ -33,8 +33,8 @@ def _vocabulary(fields: dict) -> dict:
 register(
     ModelSpec(
         name="encoder_decoder",
-        config_class=encoder_decoder.TransformerConfig,
-        module_class=encoder_decoder.Transformer,
+        config_class=encoder_decoder.EncoderDecoderConfig,
+        module_class=encoder_decoder.EncoderDecoder,
         data_fields=("vocab_size", "max_len"),  # From the tokenizer and config.data.max_len.
         stand_ins=lambda fields: {**_vocabulary(fields), "max_len": 64},
     )

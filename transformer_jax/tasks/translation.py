@@ -16,7 +16,7 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
-from transformer_jax import data as data_lib
+from transformer_jax.data import translation as data_lib
 from transformer_jax.data.translation.config import check_text_split_fields, with_absolute_paths
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator

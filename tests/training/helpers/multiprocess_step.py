@@ -23,14 +23,14 @@ if num_processes > 1:
 import numpy as np  # noqa: E402
 
 from transformer_jax import sharding as shd  # noqa: E402
-from transformer_jax.models.encoder_decoder import TransformerConfig  # noqa: E402
+from transformer_jax.models.encoder_decoder import EncoderDecoderConfig  # noqa: E402
 from transformer_jax.tasks.translation import translation_loss  # noqa: E402
 from transformer_jax.training import step as ts  # noqa: E402
 from transformer_jax.training.optimizer import make_optimizer  # noqa: E402
 from transformer_jax.training.state import create_train_state  # noqa: E402
 
 LOSS = functools.partial(translation_loss, label_smoothing=0.1)
-CFG = TransformerConfig.tiny(vocab_size=40, dropout_rate=0.1)
+CFG = EncoderDecoderConfig.tiny(vocab_size=40, dropout_rate=0.1)
 ROWS = 16
 
 

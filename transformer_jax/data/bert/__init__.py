@@ -1,1 +1,2 @@
-"""BERT inputs: masking for the masked language model (pairs and sentences come next)."""
+"""BERT pretraining data (sentences, next-sentence pairs, masking), and the input layout that
+fine-tuning and inference share (`inputs`)."""

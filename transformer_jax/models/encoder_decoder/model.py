@@ -14,7 +14,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
-from transformer_jax.models.encoder_decoder.config import TransformerConfig
+from transformer_jax.deprecation import deprecated_names
+from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 from transformer_jax.models.fields import block_spec
 from transformer_jax.nn import (
     Embedding,
@@ -31,18 +32,18 @@ from transformer_jax.sharding import constrain_batch
 Tokens = Int[Array, "B L"]
 
 
-class Transformer(nnx.Module):
+class EncoderDecoder(nnx.Module):
     """Encoder-decoder Transformer of Vaswani et al. (2017).
 
     Example:
-      >>> cfg = TransformerConfig.base(vocab_size=37000)
-      >>> model = Transformer(cfg, rngs=nnx.Rngs(0))
+      >>> cfg = EncoderDecoderConfig.base(vocab_size=37000)
+      >>> model = EncoderDecoder(cfg, rngs=nnx.Rngs(0))
       >>> logits = model(src, tgt_in)  # [B, T, V]
 
     Dropout is off unless `deterministic=False`, which needs an explicit `rng` key.
     """
 
-    def __init__(self, cfg: TransformerConfig, *, rngs: nnx.Rngs):
+    def __init__(self, cfg: EncoderDecoderConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         dtype = cfg.compute_dtype
         self.src_embed = Embedding(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs)
@@ -187,7 +188,9 @@ class Transformer(nnx.Module):
         "encoder", "decoder_self" and "decoder_cross" to per-layer `[B, N, q_len, kv_len]` arrays.
         """
         if not deterministic and rng is None:
-            raise ValueError("Transformer: deterministic=False (dropout on) needs rng=<PRNG key>.")
+            raise ValueError(
+                "EncoderDecoder: deterministic=False (dropout on) needs rng=<PRNG key>."
+            )
         # The encoder's weights only when asked: computing them keeps its layers unrolled and
         # off the attention kernel.
         encoded = self.encode(
@@ -228,7 +231,7 @@ class Transformer(nnx.Module):
         if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
             raise ValueError(
                 f"init_cache: max_len={max_len} exceeds the learned positions' "
-                f"TransformerConfig.max_len={self.cfg.max_len}."
+                f"EncoderDecoderConfig.max_len={self.cfg.max_len}."
             )
         layers = self.decoder.init_cache(memory.shape[0], max_len, memory)
         cache = {"index": jnp.zeros((), jnp.int32), "src_mask": src_mask, "layers": layers}
@@ -253,3 +256,7 @@ class Transformer(nnx.Module):
         y, layers = self.decoder.decode(y, cache["layers"], cross_mask=cross_mask)
         logits = self._logits(y, cache.get("output_table"))[:, 0]
         return logits, {**cache, "index": index + 1, "layers": layers}
+
+
+# The name from when translation was the only task; it goes in the next release.
+__getattr__ = deprecated_names(__name__, {"Transformer": f"{__name__}.EncoderDecoder"})

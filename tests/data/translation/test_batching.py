@@ -3,8 +3,15 @@
 import numpy as np
 import pytest
 
-from transformer_jax import data
-from transformer_jax.data.translation import planning
+from transformer_jax.data.translation import (
+    BATCH_KEYS,
+    PACKED_KEYS,
+    TokenizedPairs,
+    build_batch,
+    filter_by_length,
+    padded_batch,
+    planning,
+)
 
 
 def make_pairs(pairs):
@@ -14,15 +21,15 @@ def make_pairs(pairs):
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
         return np.array([t for s in seqs for t in s], np.int32), offsets
 
-    return data.TokenizedPairs(*flat([s for s, _ in pairs]), *flat([t for _, t in pairs]))
+    return TokenizedPairs(*flat([s for s, _ in pairs]), *flat([t for _, t in pairs]))
 
 
 PAIRS = make_pairs([([10, 11, 12], [20, 21]), ([13], [22, 23, 24, 25]), ([14, 15], [26])])
 
 
 def test_padded_batch_layout():
-    batch = data.padded_batch(PAIRS, np.array([1, -1, 0]), length=7, tgt_length=6)
-    assert set(batch) == set(data.BATCH_KEYS)
+    batch = padded_batch(PAIRS, np.array([1, -1, 0]), length=7, tgt_length=6)
+    assert set(batch) == set(BATCH_KEYS)
     assert {k: (v.shape, v.dtype) for k, v in batch.items()} == {
         "src": ((3, 7), np.int32),
         "tgt_in": ((3, 6), np.int32),
@@ -45,7 +52,7 @@ def test_padded_batch_layout():
 
 def test_packed_batch_layout():
     # Pairs 0 and 2 share row 0, pair 1 sits alone in row 1; row 2 is padding.
-    batch = data.build_batch(
+    batch = build_batch(
         PAIRS,
         examples=np.array([0, 2, 1]),
         rows=np.array([0, 0, 1]),
@@ -57,7 +64,7 @@ def test_packed_batch_layout():
         tgt_len=7,
         packed=True,
     )
-    assert set(batch) == set(data.PACKED_KEYS)
+    assert set(batch) == set(PACKED_KEYS)
     np.testing.assert_array_equal(batch["src"][0], [10, 11, 12, 1, 14, 15, 1, 0])
     np.testing.assert_array_equal(batch["src_segment_ids"][0], [1, 1, 1, 1, 2, 2, 2, 0])
     np.testing.assert_array_equal(batch["src_positions"][0], [0, 1, 2, 3, 0, 1, 2, 0])
@@ -72,10 +79,10 @@ def test_packed_batch_layout():
 
 
 def test_filter_by_length_counts_and_keeps_order():
-    kept, dropped = data.filter_by_length(PAIRS, max_len=4)  # Pair 1's target + eos is 5.
+    kept, dropped = filter_by_length(PAIRS, max_len=4)  # Pair 1's target + eos is 5.
     assert dropped == 1 and len(kept) == 2
     assert [p.tolist() for p in kept.pair(1)] == [[14, 15], [26]]
-    assert data.filter_by_length(PAIRS, max_len=5) == (PAIRS, 0)
+    assert filter_by_length(PAIRS, max_len=5) == (PAIRS, 0)
 
 
 def test_rows_fill_the_token_budget():

@@ -2,12 +2,16 @@
 
 import pytest
 
-from transformer_jax import data
+from transformer_jax.data.translation import (
+    bucket_lengths,
+    default_data_config,
+    validate_data_config,
+)
 
 
 def test_default_config_is_valid():
-    cfg = data.default_data_config()
-    data.validate_data_config(cfg)
+    cfg = default_data_config()
+    validate_data_config(cfg)
     assert cfg.source == "embedded" and cfg.embedded_train_size == 200_000
 
 
@@ -31,36 +35,36 @@ def test_default_config_is_valid():
     ],
 )
 def test_bad_field_is_named(field, value):
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg[field] = value
     with pytest.raises(ValueError, match=f"field '{field}'"):
-        data.validate_data_config(cfg)
+        validate_data_config(cfg)
 
 
 def test_tfds_languages_must_differ():
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg.source, cfg.source_lang, cfg.target_lang = "tfds", "en", "en"
     with pytest.raises(ValueError, match="field 'target_lang'"):
-        data.validate_data_config(cfg)
+        validate_data_config(cfg)
 
 
 def test_text_source_needs_files_or_tsv():
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg.source = "text"
     with pytest.raises(ValueError, match="field 'text_train_src'.*text_train_tsv"):
-        data.validate_data_config(cfg)
+        validate_data_config(cfg)
     cfg.text_train_src, cfg.text_train_tgt, cfg.text_train_tsv = "a", "b", "c"
     with pytest.raises(ValueError, match="field 'text_train_tsv': set together"):
-        data.validate_data_config(cfg)
+        validate_data_config(cfg)
 
 
 def test_bucket_lengths():
-    cfg = data.default_data_config()
+    cfg = default_data_config()
     cfg.max_len, cfg.num_buckets = 64, 4
-    assert data.bucket_lengths(cfg) == (16, 32, 48, 64)
+    assert bucket_lengths(cfg) == (16, 32, 48, 64)
     cfg.max_len, cfg.num_buckets = 100, 3
-    assert data.bucket_lengths(cfg) == (40, 72, 100)  # Multiples of 8, then max_len.
+    assert bucket_lengths(cfg) == (40, 72, 100)  # Multiples of 8, then max_len.
     cfg.bucket_boundaries = (10, 20)
-    assert data.bucket_lengths(cfg) == (10, 20, 100)  # max_len appended.
+    assert bucket_lengths(cfg) == (10, 20, 100)  # max_len appended.
     cfg.bucket_boundaries = (10, 100)
-    assert data.bucket_lengths(cfg) == (10, 100)
+    assert bucket_lengths(cfg) == (10, 100)

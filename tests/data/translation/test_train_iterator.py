@@ -6,7 +6,15 @@ import json
 import numpy as np
 import pytest
 
-from transformer_jax import data
+from transformer_jax.data.tokenizer import train_tokenizer
+from transformer_jax.data.translation import (
+    BATCH_KEYS,
+    PACKED_KEYS,
+    filter_by_length,
+    get_pairs,
+    make_train_iterator,
+    tokenized_split,
+)
 
 
 def epoch_of(iterator):
@@ -53,21 +61,21 @@ def packed_pairs(batches):
 
 
 def dataset_pairs(cfg, tokenizer, workdir, process_index=0, process_count=1):
-    tokens, _ = data.tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
-    tokens, _ = data.filter_by_length(tokens, cfg.max_len)
+    tokens, _ = tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
+    tokens, _ = filter_by_length(tokens, cfg.max_len)
     return [tuple(tuple(side.tolist()) for side in tokens.pair(i)) for i in range(len(tokens))]
 
 
 def test_bucketed_shapes_budgets_and_one_epoch(make_cfg, tokenizer, workdir):
     cfg = make_cfg()  # max_len 32, 4 buckets, 1024 tokens, rows divisible by 8.
-    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+    iterator = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     assert iterator.lengths == (8, 16, 24, 32)
     assert iterator.rows == (128, 64, 40, 32)
     batches = epoch_of(iterator)
     shapes = collections.Counter(b["src"].shape for b in batches)
     assert set(shapes) <= {(128, 8), (64, 16), (40, 24), (32, 32)} and len(shapes) >= 2
     for batch in batches:
-        assert set(batch) == set(data.BATCH_KEYS)
+        assert set(batch) == set(BATCH_KEYS)
         rows, length = batch["src"].shape
         assert rows % 8 == 0 and rows * length <= 1024 < (rows + 8) * length
         assert batch["tgt_in"].shape == batch["tgt_out"].shape == batch["weights"].shape
@@ -98,10 +106,10 @@ def test_bucketed_shapes_budgets_and_one_epoch(make_cfg, tokenizer, workdir):
 
 def test_packed_epoch_loses_and_duplicates_no_token(make_cfg, tokenizer, workdir):
     cfg = make_cfg(pack=True)
-    iterator = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+    iterator = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     batches = epoch_of(iterator)
     assert {b["src"].shape for b in batches} == {(32, 32)}
-    assert all(set(b) == set(data.PACKED_KEYS) for b in batches)
+    assert all(set(b) == set(PACKED_KEYS) for b in batches)
     got = packed_pairs(batches)
     assert collections.Counter(got) == collections.Counter(dataset_pairs(cfg, tokenizer, workdir))
     used = sum(b["weights"].sum() for b in batches) / sum(b["weights"].size for b in batches)
@@ -111,7 +119,7 @@ def test_packed_epoch_loses_and_duplicates_no_token(make_cfg, tokenizer, workdir
 def test_same_seed_same_batches(make_cfg, tokenizer, workdir):
     def first(seed, pack, n=6):
         cfg = make_cfg(shuffle_seed=seed, pack=pack)
-        it = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+        it = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
         return [next(it) for _ in range(n)]
 
     for pack in (False, True):
@@ -129,14 +137,14 @@ def test_host_shards_are_disjoint_and_complete(make_cfg, tokenizer, workdir, pac
     cfg = make_cfg(pack=pack)
     everything = collections.Counter(dataset_pairs(cfg, tokenizer, workdir))
     iterators = [
-        data.make_train_iterator(cfg, tokenizer, workdir, process_index=i, process_count=2)
+        make_train_iterator(cfg, tokenizer, workdir, process_index=i, process_count=2)
         for i in range(2)
     ]
     if not pack:
         # Agree on batches per bucket, as the all-gather does across real JAX processes.
         agreed = tuple(np.max([it.batches_per_bucket for it in iterators], axis=0).tolist())
         iterators = [
-            data.make_train_iterator(
+            make_train_iterator(
                 cfg, tokenizer, workdir, process_index=i, process_count=2, batches_per_bucket=agreed
             )
             for i in range(2)
@@ -154,14 +162,14 @@ def test_host_shards_are_disjoint_and_complete(make_cfg, tokenizer, workdir, pac
 @pytest.mark.parametrize("pack", [False, True])
 def test_restored_state_reproduces_the_next_batches(make_cfg, tokenizer, workdir, pack):
     cfg = make_cfg(pack=pack)
-    it = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+    it = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     n = it.batches_in_epoch
     for _ in range(n - 2):
         next(it)
     state = json.loads(json.dumps(it.get_state()))  # As Orbax JsonSave would store it.
     expected = [next(it) for _ in range(5)]  # Crosses into epoch 1.
     assert it.epoch == 1
-    restored = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+    restored = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     restored.set_state(state)
     for want in expected:
         got = next(restored)
@@ -170,8 +178,8 @@ def test_restored_state_reproduces_the_next_batches(make_cfg, tokenizer, workdir
 
 
 def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
-    it = data.make_train_iterator(make_cfg(), tokenizer, workdir, process_index=0, process_count=1)
-    other = data.make_train_iterator(
+    it = make_train_iterator(make_cfg(), tokenizer, workdir, process_index=0, process_count=1)
+    other = make_train_iterator(
         make_cfg(shuffle_seed=5), tokenizer, workdir, process_index=0, process_count=1
     )
     with pytest.raises(ValueError, match="fingerprint .* saved over other training data"):
@@ -183,11 +191,9 @@ def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
         it.set_state({**state, "batch_in_epoch": 10_000})
     with pytest.raises(ValueError, match="epoch=-1, batch_in_epoch=0: not a position"):
         it.set_state({**state, "epoch": -1})
-    retokenized = data.make_train_iterator(
+    retokenized = make_train_iterator(
         make_cfg(),
-        data.train_tokenizer(
-            [s for p in data.get_pairs(make_cfg(), "test") for s in p], vocab_size=150
-        ),
+        train_tokenizer([s for p in get_pairs(make_cfg(), "test") for s in p], vocab_size=150),
         workdir,
         process_index=0,
         process_count=1,
@@ -198,20 +204,20 @@ def test_state_from_another_config_is_refused(make_cfg, tokenizer, workdir):
 
 def test_long_pairs_are_dropped_and_counted(make_cfg, tokenizer, workdir):
     cfg = make_cfg(max_len=16, tokens_per_batch=512)
-    tokens, _ = data.tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
+    tokens, _ = tokenized_split(cfg, tokenizer, "train", workdir, 0, 1)
     too_long = int(np.sum(np.maximum(tokens.src_lengths, tokens.tgt_lengths) + 1 > 16))
     assert too_long > 0
-    it = data.make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
+    it = make_train_iterator(cfg, tokenizer, workdir, process_index=0, process_count=1)
     assert it.num_dropped == too_long and it.num_pairs == len(tokens) - too_long
     assert max(next(it)["src"].shape[1] for _ in range(5)) <= 16
 
 
 @pytest.mark.slow
 def test_worker_processes_give_the_same_batches_and_state(make_cfg, tokenizer, workdir):
-    threads = data.make_train_iterator(
+    threads = make_train_iterator(
         make_cfg(pack=True), tokenizer, workdir, process_index=0, process_count=1
     )
-    workers = data.make_train_iterator(
+    workers = make_train_iterator(
         make_cfg(pack=True, num_workers=1), tokenizer, workdir, process_index=0, process_count=1
     )
     for _ in range(3):
