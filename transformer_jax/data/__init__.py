@@ -7,7 +7,7 @@
     batch = next(train_iter)  # {"src", "tgt_in", "tgt_out", "weights"} (+ segments if packed)
 
 The translation names load on first use (PEP 562): inference needs only the tokenizer, and the
-pipeline pulls in grain (about 0.6 s of import time).
+pipeline pulls in grain, a slow import.
 """
 
 import importlib
