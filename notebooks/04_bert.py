@@ -589,7 +589,7 @@ for (a, b), prediction in zip(questions, classifier.predict(questions), strict=T
 # notebook's shorter runs found, calling a difference clear only when it exceeds twice its
 # standard error on the test split (a binomial estimate: with a couple of thousand test pairs,
 # differences of a few points are noise). If the pretrained start is not ahead, the reasons are
-# those of the README: a few minutes of masked LM leave an encoder whose guesses are still
+# those of docs/bert.md: a few minutes of masked LM leave an encoder whose guesses are still
 # mostly frequent words (section 4), French number words are nearly absent from the pretraining
 # text, and fine-tuning's small learning rate moves the pretrained features slowly. BERT itself
 # read BooksCorpus and English Wikipedia, and "each pretraining took 4 days to complete" on 16

@@ -400,7 +400,7 @@ for name, mesh in meshes.items():
 # content does not matter for the comparison). Dropout is on: the keys are the same, and JAX's
 # partitionable random numbers do not depend on how an array is split, so the dropout masks
 # are the same too. Each step's metrics are fetched before the next step starts; a loop that
-# runs far ahead of 8 simulated devices can stall XLA's CPU all-reduce (see the README).
+# runs far ahead of 8 simulated devices can stall XLA's CPU all-reduce (see docs/training.md).
 
 # %%
 from transformer_jax.tasks.translation import translation_loss
@@ -611,7 +611,7 @@ plt.show()
 # as credentials. Only process 0 writes logs and metrics. A preempted VM gets SIGTERM, saves a
 # checkpoint, and re-running the same command resumes.
 #
-# The commands, from the README ("Parallelism and TPU VMs"):
+# The commands, from docs/training.md ("Parallelism and TPU VMs", "Multi-host"):
 #
 # ```bash
 # python train.py --config=configs/wmt14_en_de_base.py --workdir=DIR   # data parallel

@@ -17,9 +17,10 @@ and they share:
   tfds_io         opening and reading TFDS datasets without TensorFlow
   config_checks   the checks and the one error format of the data configs
   hosts           which host this is, and the workdir, as every pipeline takes them
+  labelled_batches  batches of labelled examples held as arrays (text and image classification)
 
 Importing this package loads the tokenizer only: inference needs nothing more, and the
-pipelines pull in grain (about 0.6 s of import time).
+pipelines pull in grain, a slow import.
 """
 
 from transformer_jax.data.tokenizer import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-READ_CHUNK = 4096  # Records per random-access read (batched reads are ~5x faster than single).
+READ_CHUNK = 4096  # Records per random-access read (batched reads are much faster than single).
 
 
 def open_tfds_split(name: str, split: str, data_dir: str | None, download: bool) -> Any:
@@ -24,7 +24,7 @@ def open_tfds_split(name: str, split: str, data_dir: str | None, download: bool)
     Returns:
       A TFDS ArrayRecord data source (len() and random access; records are dicts).
     """
-    import tensorflow_datasets as tfds  # Imported here: ~0.5 s, and only this source needs it.
+    import tensorflow_datasets as tfds  # Imported here: slow to import, only this source needs it.
 
     try:
         return tfds.data_source(name, split=split, data_dir=data_dir, download=download)

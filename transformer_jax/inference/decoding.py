@@ -9,8 +9,8 @@ row per input, read by all K beams of it. The cache's layout is the attention mo
 instead: the reference that tests and benchmarks compare the cache against.
 
 Calls with the same shapes and options reuse one compiled program. The model goes into `jax.jit`
-as the pytree an NNX module is: flattening it costs about 0.2 ms a call, where `nnx.split` cost
-2-5 ms (a d_model 256 model), 5-10% of a 64-token decode of one sentence on a 2-core CPU.
+as the pytree an NNX module is: flattening it is far cheaper than an `nnx.split` at every call,
+whose cost showed in the time to decode one sentence (figures: docs/performance.md).
 (A weight shared by two modules, such as tied embeddings, is then two leaves of one buffer.)
 
 Letters: B batch, K beam, R rows fed to the decoder (B or B*K), S source length, L output

@@ -72,11 +72,10 @@ def staged_while_loop(
     its own). A state that every step rewrites whole (beam search's reordered KV caches) is
     copied half as often: with one step per iteration XLA computes it into a temporary and
     copies that back into the loop's buffer at every step; with two, the second step writes
-    straight into the loop's buffer (1.10x on beam-4 batch-32 decoding on CPU; more steps per
-    iteration gained little more in a model of the loop). When `cond` turns false after the
-    first of the two, the second's results are dropped (all but the state, which a finished
-    loop no longer reads), so the outcome and the step count are those of one step per
-    iteration.
+    straight into the loop's buffer (more steps per iteration gain little more, for a longer
+    compile; figures in docs/performance.md). When `cond` turns false after the first of the
+    two, the second's results are dropped (all but the state, which a finished loop no longer
+    reads), so the outcome and the step count are those of one step per iteration.
     """
     if list(stages) != sorted(set(stages)) or not stages:
         raise ValueError(f"stages must be increasing step counts, got {list(stages)}.")
@@ -234,8 +233,8 @@ def top_k(x: Float[Array, "B N"], k: int) -> tuple[Float[Array, "B k"], Int[Arra
     best maxima (a block holding one of them has a maximum at least as good, and only k - 1
     elements beat it), so only those k blocks are ranked element by element.
 
-    Beam search ranks K * V candidates per input at every step: XLA's CPU top-k took 1.5 ms for
-    32 x 32,000 of them (K = 4, V = 8,000), the blocks 0.18 ms. Falls back to
+    Beam search ranks K * V candidates per input at every step, where XLA's CPU top-k over all
+    of them is slow and the blocks are several times faster (docs/performance.md). Falls back to
     `jax.lax.top_k` where `N` is too short for blocks to help.
     """
     b, n = x.shape

@@ -104,7 +104,7 @@ def heads_first_attention(
     `[B, N, S, H]` are read as they lie, where `[B, S, N, H]` makes XLA transpose the whole
     cache at every step. The queries and the output are put heads first too, explicitly (a few
     rows, not the cache): left to XLA, the matmuls of T > 1 queries (the beams that share a
-    memory) ran ~3x slower on CPU (beam 4 decoding at batch 32: 1.07x faster).
+    memory) became transposed batched matmuls, much slower on CPU (docs/performance.md).
     Same result as `dot_product_attention(query, key.swapaxes(1, 2), ...)`.
     """
     depth = query.shape[-1]
@@ -150,8 +150,8 @@ def resolve_kernel(kernel: str, dtype, backend: str | None = None) -> str:
     """The implementation `kernel` means on `backend` (default: JAX's default backend).
 
     "auto" is "cudnn" on GPUs for 16-bit dtypes (cuDNN's flash attention takes only those),
-    "xla" on other GPU and TPU runs, and "reference" on CPUs, where XLA's fused attention was
-    measured no faster than the written-out equation (and slower in the backward pass:
+    "xla" on other GPU and TPU runs, and "reference" on CPUs, where XLA's fused attention is
+    slower than the written-out equation over a forward and backward pass (see
     benchmarks/attention_kernels.py).
     """
     if kernel not in ATTENTION_KERNELS:

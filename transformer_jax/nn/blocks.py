@@ -46,10 +46,10 @@ def gradient_barrier(x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
     A pre-LN stack's residual stream x_{l+1} = x_l + f_l(LN(x_l)) has the gradient
     g_l = g_{l+1} + (LN and f_l's part): a sum over every later layer. XLA on CPU fused that
     sum into each of its consumers in every layer's backward pass, the transposing copies for
-    the weight gradients among them, recomputing it per layer (copies of up to 41 operands,
-    14% of a base train step). It drops optimization barriers before fusing, so the gradient
-    passes through a conditional instead (both branches the identity; its predicate, the
-    gradient's first element equal to itself, is not known at compile time), which stores it.
+    the weight gradients among them, recomputing it per layer (docs/performance.md gives the
+    cost). It drops optimization barriers before fusing, so the gradient passes through a
+    conditional instead (both branches the identity; its predicate, the gradient's first
+    element equal to itself, is not known at compile time), which stores it.
     """
     return x
 
@@ -339,9 +339,9 @@ class Stack(nnx.Module):
             return self._finish(x), [{} for _ in range(self.num_layers)]
         states = [nnx.state(self.layer(i)) for i in range(self.num_layers)]
         # Between unrolled pre-LN layers on one CPU device, the residual gradient is stored once
-        # per layer (see `gradient_barrier`: 1.08x per base train step). The scan stores it
-        # anyway; other backends fuse differently, a GPU would read each conditional's predicate
-        # on the host, and over a mesh the predicate would be one more collective per layer.
+        # per layer (see `gradient_barrier`). The scan stores it anyway; other backends fuse
+        # differently, a GPU would read each conditional's predicate on the host, and over a mesh
+        # the predicate would be one more collective per layer.
         mesh = jax.sharding.get_abstract_mesh()
         barrier = (
             self.final_norm is not None
@@ -383,9 +383,9 @@ def unstacked(model: nnx.Module) -> nnx.Module:
 
     Decoding calls a stack layer by layer at every step, and a stacked `Stack` slices each
     layer's parameters out of the stack at every call. XLA on CPU did not hoist those slices
-    out of the decoding loop: it copied every layer's weights at every step (a scanned model
-    decoded greedily at batch 1 ran 1.25x slower than an unrolled one). Called inside
-    `jax.jit` before the loop, the slices are taken once per call. `model` is not changed.
+    out of the decoding loop: it copied every layer's weights at every step, so a scanned
+    model decoded slower than an unrolled one. Called inside `jax.jit` before the loop, the
+    slices are taken once per call. `model` is not changed.
     """
     view = nnx.clone(model)
     stacks = [m for _, m in nnx.iter_modules(view) if isinstance(m, Stack) and m.stacked]

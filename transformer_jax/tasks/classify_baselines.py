@@ -19,8 +19,8 @@ import numpy as np
 from transformer_jax.data.classify.examples import Example
 from transformer_jax.tasks import classify_metrics
 
-# scikit-learn is imported when a baseline is fit (3 s at every train.py start otherwise); only
-# this module needs it, and the error is raised when it is used.
+# scikit-learn is imported when a baseline is fit (a slow import at every train.py start
+# otherwise); only this module needs it, and the error is raised when it is used.
 HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 PAIR_SEPARATOR = " ||| "  # A word of its own: n-grams next to it say which side they are on.

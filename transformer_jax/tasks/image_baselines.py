@@ -1,7 +1,7 @@
 """The floors an image classifier must beat: scikit-learn on raw pixels, nothing tuned.
 
 - SVC with an RBF kernel at scikit-learn's settings (C=1, gamma="scale"): on the 8x8 digits,
-  the classic kernel baseline (about 99% test accuracy).
+  the classic kernel baseline.
 - Multinomial logistic regression on the pixels (L2, C=1, lbfgs): a linear classifier.
 
 Both read the flattened pixels in [0, 1], fitted on (up to `max_train` images of) the training
@@ -19,8 +19,8 @@ import numpy as np
 from transformer_jax.data.images.examples import ImageSplit
 from transformer_jax.tasks import classify_metrics
 
-# scikit-learn (with threadpoolctl) is imported when a baseline is fit (3 s at every train.py
-# start otherwise); only this module needs it, and the error is raised when it is used.
+# scikit-learn (with threadpoolctl) is imported when a baseline is fit (a slow import at every
+# train.py start otherwise); only this module needs it, and the error is raised when it is used.
 HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 NAMES = {"svc_rbf": "SVC (RBF kernel)", "logistic_regression": "logistic regression"}
@@ -59,7 +59,7 @@ def pixel_baselines(
     for name in NAMES:
         started = time.time()
         # One BLAS thread: these fits are small, and OpenBLAS threads spin against whatever else
-        # runs (logistic regression: 14 s with 2 threads on a busy 2-core machine, 0.2 s with 1).
+        # runs, which on a busy machine makes a small fit many times slower.
         with threadpool_limits(limits=1, user_api="blas"):
             predicted = _classifier(name).fit(x_train, y_train).predict(x_test).astype(np.int64)
         out[name] = {

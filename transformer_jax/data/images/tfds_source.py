@@ -63,7 +63,7 @@ def _read_split(source, cfg: ml_collections.ConfigDict, where: str) -> tuple[np.
 
 def builder_label_names(name: str, data_dir: str | None, label_key: str) -> tuple[str, ...] | None:
     """The names of the dataset's ClassLabel feature `label_key`, or None when TFDS lacks them."""
-    import tensorflow_datasets as tfds  # Imported here: ~0.5 s, and only this source needs it.
+    import tensorflow_datasets as tfds  # Imported here: slow to import, only this source needs it.
 
     try:
         names = tfds.builder(name, data_dir=data_dir).info.features[label_key].names

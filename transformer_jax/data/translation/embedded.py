@@ -32,7 +32,7 @@ def _converter(lang: str):
 
     num2words' `splitnum` scans every card up to 10^600 for each number; dropping the cards above
     MAX_VALUE cannot change the words for integers up to MAX_VALUE (cards above the value are
-    skipped anyway) and makes conversion about 5x faster (tests compare with `num2words`).
+    skipped anyway) and makes conversion several times faster (tests compare with `num2words`).
     """
     converter = type(CONVERTER_CLASSES[lang])()
     converter.cards = collections.OrderedDict(
@@ -107,7 +107,7 @@ def embedded_pairs(
 ) -> list[tuple[str, str]]:
     """Returns the pairs of one split of the embedded corpus, from a cache file when there is one.
 
-    Generation costs about 20 us a pair (4 s for 200k), so with `cache_dir` the pairs are written
+    Generating the training split takes seconds, so with `cache_dir` the pairs are written
     to a TSV file there once and read back afterwards.
 
     Args:
