@@ -2,6 +2,7 @@
 
 import json
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -69,7 +70,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
     argv = [f"--workdir={tiny_workdir}", "--split=test", "--max_sentences=8", "--beam_size=1"]
     assert evaluate.main(argv) == 0
     printed = capsys.readouterr().out
-    assert "step 30, 8 test sentences, greedy, " in printed
+    assert re.search(r"^step 30, 8 test sentences \(\d+ s\), greedy: BLEU ", printed, re.M)
     assert "BLEU " in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
     assert "chrF " in printed and "exact match " in printed
 

@@ -187,7 +187,7 @@ class TranslationTask(Task):
             **scores,
         }
         report = (
-            f"{len(pairs)} {split} sentences, {decoding}, {seconds:.1f} s: BLEU "
+            f"{len(pairs)} {split} sentences ({seconds:.0f} s), {decoding}: BLEU "
             f"{scores['bleu']:.2f}, chrF {scores['chrf']:.2f}, exact match "
             f"{100 * scores['exact_match']:.1f}% ({matches}/{len(pairs)})  "
             f"[{scores['bleu_signature']}]"
