@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from configs import tiny
+from transformer_jax import models
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.checkpointing import Checkpoints, keep_identity, run_identity
 from transformer_jax.workdir import (
@@ -125,14 +126,16 @@ def test_a_garbled_run_json_is_named(tmp_path, text):
 
 
 def test_model_hash_follows_config_conflicts():
-    """What a resumed run may change (how the model runs, an omitted default, 1 for 1.0) keeps
+    """What a resumed run may change (how the model runs, an omitted default, 0 for 0.0) keeps
     the hash; what changes the function (same shapes) does not."""
     config = tiny.get_config()
+    config.model.dropout_rate = 0.0  # Not the class default: part of the hashed text.
     same = tiny.get_config()
+    same.model.dropout_rate = 0.0
     same.model.scan_layers = not config.model.scan_layers
     same.model.remat = "full"
-    same.model.attention_dropout_rate = 0  # An int for the float 0.0.
     fields = json.loads(config.to_json_best_effort())
+    fields["model"]["dropout_rate"] = 0  # An int, as a hand-written config.json may say.
     del fields["model"]["layer_norm_eps"]  # Omitted: its class default, as before.
     assert model_hash(same) == model_hash(config) == model_hash(fields)
     for field, value in [("activation", "gelu"), ("norm", "pre"), ("dropout_rate", 0.2)]:
@@ -142,6 +145,16 @@ def test_model_hash_follows_config_conflicts():
     other = tiny.get_config()
     other.task = "language_model"
     assert model_hash(other) != model_hash(config)
+
+
+def test_a_model_field_added_at_its_default_keeps_the_hash(monkeypatch):
+    """Older runs' checkpoints keep resuming when a model gains a field (at a default that
+    keeps the old behaviour), as `config_conflicts` lets them."""
+    config = tiny.get_config()
+    before = model_hash(config)
+    fields = models.canonical_fields
+    monkeypatch.setattr(models, "canonical_fields", lambda s: {**fields(s), "new_field": 2.0})
+    assert model_hash(config) == before
 
 
 # ------------------------------------------------------------------------------ train_and_evaluate
