@@ -264,13 +264,13 @@ class Workdir:
             return {}
         try:
             meta = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            meta = e
-        if not isinstance(meta, dict):
+            if not isinstance(meta, dict):
+                raise ValueError(f"a JSON {type(meta).__name__}")
+        except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError included.
             raise CheckpointError(
-                f"{path}: the checkpoint's metadata is not a JSON object ({meta}). The save is "
+                f"{path}: the checkpoint's metadata is not a JSON object ({e}). The save is "
                 f"damaged; pass another --step, or delete {step_dir}."
-            )
+            ) from e
         return {key: meta[key] for key in ("run_id", "model_hash") if key in meta}
 
     def check_checkpoint(self, step_dir: epath.Path, expected: RunIdentity | None = None) -> None:
@@ -291,9 +291,8 @@ class Workdir:
         if expected is None:
             stored = self.read_identity()
             expected = RunIdentity(stored.run_id if stored else None, self._config_hash())
-        other_run = expected.run_id is not None and saved.get("run_id", expected.run_id) != (
-            expected.run_id
-        )
+        saved_run = saved.get("run_id", expected.run_id)
+        other_run = expected.run_id is not None and saved_run != expected.run_id
         other_model = saved.get("model_hash", expected.model_hash) != expected.model_hash
         if not (other_run or other_model):
             return
@@ -324,7 +323,7 @@ class Workdir:
         )
 
     def _config_hash(self) -> str:
-        """`model_hash` of config.json (a model name no code knows: an error naming it)."""
+        """`model_hash` of config.json's model (an unknown model name: an error naming it)."""
         config = self.read_config()
         try:
             return model_hash(config)

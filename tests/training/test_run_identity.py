@@ -88,6 +88,16 @@ def test_a_foreign_latest_checkpoint_stops_the_run_and_moves_nothing(tmp_path, t
     assert _files(tmp_path) == before and not (tmp_path / "damaged").exists()
 
 
+def test_a_garbled_meta_is_damage_not_another_run(tmp_path):
+    """Unreadable ids prove nothing: the checkpoint is set aside as damaged, as before."""
+    workdir = Workdir.at(tmp_path)
+    _save(workdir, OURS, (1, 2))
+    (tmp_path / "checkpoints" / "2" / "meta" / "metadata").write_text('{"run_id": ')
+    state, _, _ = _restore(workdir, OURS)
+    assert float(state["w"][0, 0]) == 1.0
+    assert (tmp_path / "damaged" / "checkpoints" / "2").is_dir()
+
+
 def test_checkpoints_saved_before_identities_resume(tmp_path):
     workdir = Workdir.at(tmp_path)
     _save(workdir, None, (1, 2))
