@@ -1,12 +1,14 @@
 """The layout of a run's directory: what training writes and inference reads, in one place.
 
     config.json          the resolved training config (checked on every restart)
+    run.json             the run's identity: its run id and its model's hash (`RunIdentity`)
     model.json           the model's name and every field of its config (the data's values in)
     tokenizer.model      the SentencePiece model (+ tokenizer.json: the settings it came from)
     corpus.json          what a language model read: per split documents and bytes; for the
                          embedded stdlib corpus, the Python version and a content hash
     cache/               generated corpora and tokenized splits
     checkpoints/<step>/  the latest saves: train state, data-iterator state, metadata
+                         (`meta/metadata`: the seed, and the run id and model hash of run.json)
     best/<step>/         the best save by the task's validation metric
     metrics.jsonl, tensorboard/, curves.png    logs and plots
     eval/                hypotheses and scores written by `python -m transformer_jax.evaluate`
@@ -16,19 +18,31 @@ A workdir is a local folder or a Cloud Storage URI (`gs://bucket/run`): every pa
 
 Workdirs written by transformer_jax 0.1 (no `task` in config.json, no model.json) are read
 as today's: `migrate` fills in what they lack.
+
+Identity: a workdir is one run. Its first training start draws a run id (run.json, written by
+process 0), and every checkpoint's meta repeats it with the hash of the model it trained
+(`model_hash`). Resuming, serving and `config.init_from` refuse a checkpoint whose run id is
+not run.json's, or whose model hash is not that of the model config.json describes
+(`ForeignCheckpointError`): a checkpoints/ folder copied in from another run, or a config.json
+taken from another run, would otherwise load silently when the parameter shapes agree.
+Checkpoints saved before identities existed carry neither and are accepted; a workdir without
+run.json gets one at its next training start.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import re
+import uuid
 from typing import Any
 
 import ml_collections
 from etils import epath
 
-from transformer_jax import storage
+from transformer_jax import models, storage
 
 LEGACY_TASK = "translation"  # 0.1 workdirs: the only task there was,
 LEGACY_MODEL = "encoder_decoder"  # and the only model.
@@ -37,6 +51,11 @@ LEGACY_MODEL = "encoder_decoder"  # and the only model.
 class CheckpointError(ValueError):
     """A workdir, config, tokenizer or checkpoint that cannot be used; the message names the
     file, what is wrong with it, and what to do."""
+
+
+class ForeignCheckpointError(CheckpointError):
+    """A checkpoint of another run, or of another model than the workdir's config.json
+    describes. Not damage: a run stops on it, and nothing is moved."""
 
 
 def migrate(fields: dict[str, Any]) -> dict[str, Any]:
@@ -53,6 +72,66 @@ def migrate(fields: dict[str, Any]) -> dict[str, Any]:
         if model.get("activation") == "gelu":
             model["activation"] = "gelu_tanh"
     return fields
+
+
+def model_hash(config: ml_collections.ConfigDict | dict[str, Any]) -> str:
+    """The sha256 (hex) of what defines a run's model: its task and its model section.
+
+    Two configs hash alike exactly when `checkpointing.config_conflicts` finds no task or model
+    field that differs: omitted fields count at their class defaults, numbers compare by value
+    (1 == 1.0), and how the model runs (`models.EXECUTION_FIELDS`) is left out, since a resumed
+    run may change it. Fields at their defaults are left out of the hashed text, so a field
+    added to a model later (at a default that keeps the old behaviour) leaves the hash of older
+    runs as it was. The data fields are not hashed: the inference code cannot know which of
+    them a task's model depends on without importing the tasks, which import it.
+
+    Raises:
+      ValueError: the model section names no registered model.
+    """
+    if isinstance(config, ml_collections.ConfigDict):
+        config = json.loads(config.to_json_best_effort())
+    config = migrate(config)
+    section = config.get("model") or {}
+    defaults = models.canonical_fields({"name": section.get("name")})
+    fields = {
+        key: _by_value(value)
+        for key, value in models.canonical_fields(section).items()
+        if key not in models.EXECUTION_FIELDS and (key == "name" or value != defaults[key])
+    }
+    text = json.dumps({"task": config.get("task"), "model": fields}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _by_value(value: Any) -> Any:
+    """A number as a float (JSON writes 1 and 1.0 differently; a config means the same)."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if number else value
+
+
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
+_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunIdentity:
+    """Which run wrote a checkpoint, and for which model (see the module doc).
+
+    Attributes:
+      run_id: a random id (uuid4 hex) drawn when the workdir is first trained; None for a
+        workdir that has no run.json (not trained since identities exist): not checked then.
+      model_hash: `model_hash` of the run's config.
+    """
+
+    run_id: str | None
+    model_hash: str
+
+    @classmethod
+    def new(cls, model_hash: str) -> RunIdentity:
+        return cls(uuid.uuid4().hex, model_hash)
+
+    def as_dict(self) -> dict[str, str | None]:
+        """The fields run.json holds and every checkpoint's meta repeats."""
+        return {"run_id": self.run_id, "model_hash": self.model_hash}
 
 
 def _child(name: str) -> property:
@@ -76,6 +155,7 @@ class Workdir:
 
     # ------------------------------------------------------------------------------ paths
     config_json = _child("config.json")
+    run_json = _child("run.json")
     model_json = _child("model.json")
     tokenizer_model = _child("tokenizer.model")
     tokenizer_settings = _child("tokenizer.json")
@@ -145,3 +225,107 @@ class Workdir:
         """Writes model.json: the model's name and every field of its config dataclass."""
         fields = {"name": name, **dataclasses.asdict(cfg)}
         storage.write_text_atomic(self.model_json, json.dumps(fields, indent=2, sort_keys=True))
+
+    # ------------------------------------------------------------------------------ identity
+    def read_identity(self) -> RunIdentity | None:
+        """run.json's identity, or None when the workdir has none (not trained since
+        identities exist: its next training start writes one)."""
+        path = self.run_json
+        if not path.is_file():
+            return None
+        try:
+            fields = json.loads(path.read_text())
+            identity = RunIdentity(fields["run_id"], fields["model_hash"])
+            valid = _RUN_ID.fullmatch(identity.run_id) and _HASH.fullmatch(identity.model_hash)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            valid = False
+        if not valid:
+            raise CheckpointError(
+                f"{path}: run.json is not a run identity (a JSON object with a 32-hex-digit "
+                f"`run_id` and a 64-hex-digit `model_hash`). Write back the ids this run's "
+                f"checkpoints carry: each {self.checkpoints}/<step>/meta/metadata holds them."
+            )
+        return identity
+
+    def write_identity(self, identity: RunIdentity) -> None:
+        """Writes run.json (atomically where the storage allows)."""
+        text = json.dumps(identity.as_dict(), indent=2, sort_keys=True)
+        storage.write_text_atomic(self.run_json, text)
+
+    def checkpoint_identity(self, step_dir: epath.Path) -> dict[str, Any]:
+        """The run id and model hash a checkpoint's meta holds: those it has, none for a
+        checkpoint saved before identities existed (or without a meta item).
+
+        Raises:
+          CheckpointError: the meta item is not readable JSON (a damaged save).
+        """
+        path = step_dir / "meta" / "metadata"  # The JSON Orbax writes for the `meta` item.
+        if not path.is_file():
+            return {}
+        try:
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError(f"a JSON {type(meta).__name__}")
+        except (OSError, UnicodeDecodeError, ValueError) as e:  # JSONDecodeError included.
+            raise CheckpointError(
+                f"{path}: the checkpoint's metadata is not a JSON object ({e}). The save is "
+                f"damaged; pass another --step, or delete {step_dir}."
+            ) from e
+        return {key: meta[key] for key in ("run_id", "model_hash") if key in meta}
+
+    def check_checkpoint(self, step_dir: epath.Path, expected: RunIdentity | None = None) -> None:
+        """Refuses a checkpoint of another run, or of another model (see the module doc).
+
+        Args:
+          step_dir: a `checkpoints/<step>` folder.
+          expected: a training run's identity; default run.json's run id (unchecked without
+            run.json) and the hash of config.json's model.
+
+        Raises:
+          ForeignCheckpointError: naming both run ids and model hashes, and what to do.
+          CheckpointError: the checkpoint's meta, run.json or config.json cannot be read.
+        """
+        saved = self.checkpoint_identity(step_dir)
+        if not saved:
+            return  # Saved before identities existed: nothing to compare.
+        if expected is None:
+            stored = self.read_identity()
+            expected = RunIdentity(stored.run_id if stored else None, self._config_hash())
+        saved_run = saved.get("run_id", expected.run_id)
+        other_run = expected.run_id is not None and saved_run != expected.run_id
+        other_model = saved.get("model_hash", expected.model_hash) != expected.model_hash
+        if not (other_run or other_model):
+            return
+        lines = [
+            f"run id:     checkpoint {saved.get('run_id')}, workdir "
+            f"{expected.run_id or 'none'} (run.json){'  <- differs' if other_run else ''}",
+            f"model hash: checkpoint {saved.get('model_hash')}, workdir {expected.model_hash} "
+            f"(the model of config.json){'  <- differs' if other_model else ''}",
+        ]
+        if other_run:
+            advice = (
+                f"It was copied here from another run's workdir: use the workdir it came from, "
+                f"or a new --workdir; to train {self.path} anew, move {step_dir.parent} away. "
+                f"(If this is the checkpoint's own workdir and its run.json was lost or "
+                f"replaced, write the checkpoint's run id and model hash above into run.json.)"
+            )
+        else:
+            advice = (
+                f"{self.config_json} describes another model than the one this checkpoint "
+                f"trained: it was edited or copied from another run. Put back this run's "
+                f"config.json, or use the workdir the checkpoint came from; to train this "
+                f"config, pass a new --workdir."
+            )
+        raise ForeignCheckpointError(
+            f"{step_dir}: this checkpoint belongs to another "
+            f"{'run' if other_run else 'model'} than the run in {self.path}; it is not used, "
+            f"and nothing was moved:\n  " + "\n  ".join(lines) + "\n" + advice
+        )
+
+    def _config_hash(self) -> str:
+        """`model_hash` of config.json's model (an unknown model name: an error naming it)."""
+        config = self.read_config()
+        try:
+            return model_hash(config)
+        except ValueError as e:
+            raise CheckpointError(f"{self.config_json}: {e}") from e

@@ -76,3 +76,6 @@ def test_old_workdir_resumes_and_writes_model_json(old_workdir):
     model = json.loads((old_workdir / "model.json").read_text())
     assert model["name"] == "encoder_decoder" and model["vocab_size"] > 0
     assert Translator.from_checkpoint(old_workdir).steps == (14,)
+    identity = Workdir.at(old_workdir).read_identity()  # Drawn at this first start since 0.1.
+    meta = json.loads((old_workdir / "checkpoints" / "14" / "meta" / "metadata").read_text())
+    assert meta["run_id"] == identity.run_id and meta["model_hash"] == identity.model_hash

@@ -2,8 +2,9 @@
 
 The layout is `transformer_jax.workdir`'s: model.json gives the model (name and fields; for a
 0.1 workdir without it, config.json and tokenizer.model do), tokenizer.model the vocabulary,
-and only the `params` of the `state` item of `checkpoints/<step>/` are read. Nothing here
-imports the training code.
+and only the `params` of the `state` item of `checkpoints/<step>/` are read, once its `meta`
+item's run id and model hash agree with run.json and config.json (`Workdir.check_checkpoint`
+refuses a checkpoint of another run or model). Nothing here imports the training code.
 
 Every problem a user can meet (a wrong path, a missing or damaged file, a step that is not
 there, a checkpoint whose shapes do not match config.json) raises `CheckpointError`, whose
@@ -210,7 +211,7 @@ def _saved_layout(state_dir: epath.Path, handler, abstract_params):
 
 def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shardings) -> nnx.State:
     """The parameters of one step, each leaf placed with its sharding; the optimizer state is
-    not read.
+    not read. A checkpoint of another run or model is refused (`ForeignCheckpointError`).
 
     Args:
       shardings: one NamedSharding for every leaf, or a tree of them like `abstract_params`.
@@ -230,6 +231,7 @@ def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shar
     )
     try:
         target = {"params": _saved_layout(state_dir, handler, wanted)}
+        workdir.check_checkpoint(state_dir.parent)  # After the shapes: their error says more.
         try:
             restored = handler.restore(
                 state_dir,

@@ -10,6 +10,9 @@ warning naming it, and the run resumes from the newest one that restores; unfini
 (a save directory Orbax never committed, left by a kill mid-write) are moved there too. A save
 that fails (a full disk) raises `CheckpointError` naming the step, while the earlier checkpoints
 stay as they were: Orbax writes a save into a temporary directory and commits it by a rename.
+
+A checkpoint of another run or model (see `transformer_jax.workdir`'s identity) is not damage:
+restoring it raises `ForeignCheckpointError` and moves nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +30,14 @@ from orbax.checkpoint import path as ocp_path
 
 from transformer_jax import models
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
-from transformer_jax.workdir import CheckpointError, Workdir, migrate
+from transformer_jax.workdir import (
+    CheckpointError,
+    ForeignCheckpointError,
+    RunIdentity,
+    Workdir,
+    migrate,
+    model_hash,
+)
 
 
 def config_conflicts(saved: dict, new: dict, data_fields: tuple[str, ...] = ()) -> list[str]:
@@ -78,19 +88,72 @@ def check_or_write_config(
         workdir.write_config(config)
 
 
+def run_identity(workdir: Workdir, config: ml_collections.ConfigDict) -> RunIdentity:
+    """This run's identity, the same on every process.
+
+    run.json's, or for a workdir without one (a new run, or one trained before identities
+    existed) a new run id: `keep_identity` writes it once the checkpoints have restored, so a
+    refused checkpoint leaves the workdir as it was. Process 0 reads run.json and every process
+    takes its answer.
+
+    Raises:
+      CheckpointError: run.json cannot be read, or records another model than `config`'s
+        (`check_or_write_config` refuses a config that changes the model, so config.json
+        itself was replaced by another run's).
+    """
+    want = model_hash(config)
+    stored, error = None, None
+    if jax.process_index() == 0:
+        try:
+            stored = workdir.read_identity()
+            if stored is not None and stored.model_hash != want:
+                raise CheckpointError(
+                    f"{workdir.run_json}: this run trains the model of hash "
+                    f"{stored.model_hash}, but config.json and this config describe the model "
+                    f"of hash {want}: config.json was replaced by another run's. Put back this "
+                    f"run's config.json and train with its settings, or use a new --workdir."
+                )
+        except CheckpointError as e:
+            error = e
+    identity = RunIdentity(stored.run_id, want) if stored else RunIdentity.new(want)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        mine = [error is None, *bytes.fromhex(identity.run_id)]
+        shared = multihost_utils.broadcast_one_to_all(np.asarray(mine, np.int32))
+        if not shared[0] and error is None:
+            error = CheckpointError(f"process 0 could not use {workdir.run_json}: see its log.")
+        identity = RunIdentity(bytes(int(x) for x in shared[1:]).hex(), want)
+    if error is not None:
+        raise error
+    return identity
+
+
+def keep_identity(workdir: Workdir, identity: RunIdentity) -> None:
+    """Writes run.json if the workdir has none yet (process 0; see `run_identity`)."""
+    if jax.process_index() == 0 and not workdir.run_json.exists():
+        workdir.write_identity(identity)
+
+
 class Checkpoints:
-    """The latest-k manager (for resumption) and the best-by-metric manager, saved together."""
+    """The latest-k manager (for resumption) and the best-by-metric manager, saved together.
+
+    With an `identity`, every save's meta carries its run id and model hash, and a checkpoint
+    that carries others is refused on restore; without one (tools, tests) neither happens.
+    """
 
     def __init__(
         self,
         workdir: Workdir,
         *,
+        identity: RunIdentity | None = None,
         keep: int = 3,
         keep_best: int = 1,
         best_metric: str = "bleu",
         best_mode: str = "max",
     ):
         self.workdir = workdir
+        self.identity = identity
         options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
         self.latest = ocp.CheckpointManager(workdir.checkpoints, options=options)
         best_options = ocp.CheckpointManagerOptions(
@@ -103,8 +166,9 @@ class Checkpoints:
         self.best_metric = best_metric
         self._pending = None  # The step of the last save submitted and not yet waited for.
 
-    @staticmethod
-    def _args(state, data_state: dict, meta: dict):
+    def _args(self, state, data_state: dict, meta: dict):
+        if self.identity is not None:
+            meta = {**meta, **self.identity.as_dict()}
         return ocp.args.Composite(
             state=ocp.args.StandardSave(state),
             data=ocp.args.JsonSave(data_state),
@@ -131,8 +195,15 @@ class Checkpoints:
         return self.latest.latest_step()
 
     def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, dict]:
-        """(state, data_state, meta) of `step` (default: latest), arrays in their shardings."""
+        """(state, data_state, meta) of `step` (default: latest), arrays in their shardings.
+
+        Raises:
+          ForeignCheckpointError: the checkpoint is another run's or another model's (checked
+            first, before any array is read).
+        """
         step = self.latest.latest_step() if step is None else step
+        if self.identity is not None:
+            self.workdir.check_checkpoint(self.workdir.checkpoints / str(step), self.identity)
         # A run may switch `scan_layers` when it resumes: restore the layout that was saved.
         handler = ocp.PyTreeCheckpointHandler()
         try:
@@ -160,6 +231,8 @@ class Checkpoints:
 
         Raises:
           CheckpointError: checkpoints exist but none restores (nothing is moved).
+          ForeignCheckpointError: a checkpoint met before an intact one (newest first) is
+            another run's or another model's (nothing is moved: it is not damage).
         """
         self.set_aside_unfinished()
         steps = sorted(self.latest.all_steps(), reverse=True)
@@ -167,6 +240,8 @@ class Checkpoints:
         for step in steps:
             try:
                 restored = self.restore(abstract_state, step)
+            except ForeignCheckpointError:
+                raise
             except Exception as e:  # noqa: BLE001 - any damage: missing, truncated, garbled.
                 failures.append((step, e))
                 continue

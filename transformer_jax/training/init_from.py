@@ -61,7 +61,9 @@ def init_from_workdir(
       (the new state, a line saying what was loaded).
 
     Raises:
-      CheckpointError: the workdir or its files cannot be used (named).
+      CheckpointError: the workdir or its files cannot be used (named); also
+        `ForeignCheckpointError` when its checkpoint is another run's than its run.json names,
+        or another model's than its config.json describes (see `transformer_jax.workdir`).
       ValueError: the model fields, parameter shapes or vocabulary differ (named).
     """
     workdir = Workdir.at(init_from)

@@ -22,7 +22,9 @@ from transformer_jax.training.checkpointing import (
     Checkpoints,
     all_data_states,
     check_or_write_config,
+    keep_identity,
     local_data_state,
+    run_identity,
 )
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
@@ -32,7 +34,7 @@ from transformer_jax.training.preemption import Preemption
 from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
 from transformer_jax.training.step import compile_steps, global_batch
-from transformer_jax.workdir import Workdir
+from transformer_jax.workdir import RunIdentity, Workdir
 
 _POSITIVE = (
     "num_train_steps",
@@ -132,16 +134,24 @@ def lock_workdir(workdir: Workdir):
 
 def _train(config, workdir: Workdir, task_cls, preempt: Preemption) -> dict:
     check_or_write_config(workdir, config, task_cls.model_defining_data_fields)
+    identity = run_identity(workdir, config)
     log = MetricsWriter(
         workdir, enabled=jax.process_index() == 0, total_steps=config.num_train_steps
     )
     try:
-        return _run(config, workdir, task_cls, preempt, log)
+        return _run(config, workdir, task_cls, preempt, log, identity)
     finally:
         log.close()
 
 
-def _run(config, workdir: Workdir, task_cls, preempt: Preemption, log: MetricsWriter) -> dict:
+def _run(
+    config,
+    workdir: Workdir,
+    task_cls,
+    preempt: Preemption,
+    log: MetricsWriter,
+    identity: RunIdentity,
+) -> dict:
 
     # ---------------------------------------------------------------- task and data
     task = task_cls(config, workdir)
@@ -172,12 +182,14 @@ def _run(config, workdir: Workdir, task_cls, preempt: Preemption, log: MetricsWr
     # ------------------------------------------------------------------- restore
     ckpt = Checkpoints(
         workdir,
+        identity=identity,  # saved with every checkpoint, checked on restore
         keep=config.keep_checkpoints,
         best_metric=task.best_metric,
         best_mode=task.best_mode,
     )
     abstract = abstract_with_shardings(jax.eval_shape(lambda s: s, state), shardings)
     restored = ckpt.restore_intact(abstract)
+    keep_identity(workdir, identity)  # A new run (or one older than identities): run.json.
     if restored is not None:
         state, data_state, _ = restored
         train_iter.set_state(local_data_state(data_state))
