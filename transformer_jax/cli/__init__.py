@@ -39,9 +39,12 @@ def usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     """Runs `transformer-jax SUBCOMMAND [flags]`; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        sys.stderr.write(usage())
+        return 2
+    if argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(usage())
-        return 0 if argv else 2
+        return 0
     name = argv[0].replace("_", "-")
     if name not in COMMANDS:
         sys.stderr.write(f"error: {argv[0]!r} is not a subcommand.\n{usage()}")
