@@ -4,7 +4,9 @@ help, and the translate command's refusal of an output longer than the model's p
 
 import importlib
 import importlib.metadata
+import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -12,7 +14,7 @@ import pytest
 
 from tests.train_runs import subprocess_env
 from transformer_jax import cli
-from transformer_jax.cli import translate
+from transformer_jax.cli import evaluate, translate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODULES = ["translate", "generate", "fill_mask", "classify", "classify_image", "evaluate", "plot"]
@@ -104,3 +106,14 @@ def test_translate_refuses_an_output_longer_than_the_positions(tiny_workdir, cap
     err = capsys.readouterr().err
     assert "--max_len=100000 is more than the model's 32 positions" in err, err
     assert "pass --max_len <= 32" in err and err.count("\n") == 1
+
+
+def test_evaluate_names_a_config_its_task_cannot_read(tiny_workdir, tmp_path, capsys):
+    workdir = pathlib.Path(shutil.copytree(tiny_workdir, tmp_path / "run"))
+    config = json.loads((workdir / "config.json").read_text())
+    del config["data"]["spm_model_path"]
+    (workdir / "config.json").write_text(json.dumps(config))
+    assert evaluate.main([f"--workdir={workdir}", "--max_sentences=2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {workdir / 'config.json'}: the translation task cannot read")
+    assert "'spm_model_path'" in err and err.count("\n") == 1

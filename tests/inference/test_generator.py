@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from transformer_jax import generate as generate_cli
+from transformer_jax.cli import generate as generate_cli
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.inference import Generator, loading
 from transformer_jax.inference import generator as generator_module

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from transformer_jax import classify as classify_cli
-from transformer_jax import classify_image as classify_image_cli
-from transformer_jax import evaluate as evaluate_cli
-from transformer_jax import fill_mask as fill_mask_cli
-from transformer_jax import generate as generate_cli
 from transformer_jax import models
 from transformer_jax import sharding as shd
-from transformer_jax import translate as translate_cli
+from transformer_jax.cli import classify as classify_cli
+from transformer_jax.cli import classify_image as classify_image_cli
+from transformer_jax.cli import evaluate as evaluate_cli
+from transformer_jax.cli import fill_mask as fill_mask_cli
+from transformer_jax.cli import generate as generate_cli
+from transformer_jax.cli import translate as translate_cli
 from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.inference import Classifier, Generator, ImageClassifier, MaskFiller, Translator
 from transformer_jax.inference.mesh import MeshError, check_fits, serving_mesh

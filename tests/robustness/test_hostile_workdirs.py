@@ -17,7 +17,7 @@ import pytest
 
 from configs import tiny
 from tests.robustness.hostile import run_cli
-from transformer_jax import evaluate, translate
+from transformer_jax.cli import evaluate, translate
 from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.inference.generator import Generator

@@ -19,7 +19,7 @@ import pytest
 
 from configs import tiny
 from tests.robustness.hostile import run_cli
-from transformer_jax import translate
+from transformer_jax.cli import translate
 from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.translator import Translator
 from transformer_jax.training import train_and_evaluate
@@ -118,8 +118,8 @@ PICKLED_FILES = [
     f"{STEP}/state/manifest.ocdbt", f"{STEP}/state/array_metadatas/process_0",
     f"{STEP}/meta/metadata", f"{STEP}/data/metadata",
 ]  # fmt: skip
-NOT_READ_FOR_INFERENCE = {  # Inference reads the parameters only, not Orbax's step metadata.
-    "tokenizer.json", f"{STEP}/_CHECKPOINT_METADATA", f"{STEP}/meta/metadata",
+NOT_READ_FOR_INFERENCE = {  # Inference reads the parameters and, as JSON, the run identity in
+    "tokenizer.json", f"{STEP}/_CHECKPOINT_METADATA",  # meta/metadata: nothing else of Orbax's.
     f"{STEP}/data/metadata",
 }  # fmt: skip
 

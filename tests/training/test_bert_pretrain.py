@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from configs import bert_tiny
-from transformer_jax import evaluate, fill_mask
+from transformer_jax.cli import evaluate, fill_mask
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.training.loop import validate_train_config
 from transformer_jax.workdir import CheckpointError

@@ -14,7 +14,8 @@ import pytest
 from flax import nnx
 
 from configs import bert_classify_tiny
-from transformer_jax import classify, evaluate, models
+from transformer_jax import models
+from transformer_jax.cli import classify, evaluate
 from transformer_jax.data.classify import pipeline
 from transformer_jax.data.classify.tsv import tsv_dataset
 from transformer_jax.inference import loading

@@ -11,7 +11,7 @@ import pytest
 
 from configs import gpt_tiny
 from tests.train_runs import subprocess_env
-from transformer_jax import evaluate, generate
+from transformer_jax.cli import evaluate, generate
 from transformer_jax.training.loop import validate_train_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from tests.train_runs import train_once
-from transformer_jax import classify_image, evaluate
+from transformer_jax.cli import classify_image, evaluate
 from transformer_jax.data.images.digits import digits_dataset
 from transformer_jax.inference.image_classifier import ImageClassifier
 from transformer_jax.inference.patch_attention import (

@@ -147,6 +147,14 @@ class Command:
         return 1
 
 
+def config_problem(error: BaseException) -> str:
+    """One line from ml_collections' refusal of a config field (a KeyError inside an
+    AttributeError, its text quoted, with a "Did you mean" line)."""
+    while error.args and isinstance(error.args[0], BaseException):
+        error = error.args[0]
+    return "; ".join(str(error.args[0] if error.args else error).splitlines())
+
+
 def quiet_logs() -> None:
     """Keep stderr for warnings and the progress bar (Orbax logs every restore at INFO)."""
     logging.getLogger("absl").setLevel(logging.WARNING)

@@ -33,7 +33,7 @@ from transformer_jax.cli.plot import plot_confusion
 from transformer_jax.inference import loading
 from transformer_jax.inference.mesh import serving_mesh
 from transformer_jax.sharding import make_mesh
-from transformer_jax.workdir import Workdir
+from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def define_flags(fv: flags.FlagValues) -> None:
@@ -51,6 +51,19 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
 
 
+def load_task(workdir: Workdir, config) -> tasks.Task:
+    """The run's task, set up from its config.json as training set it up (its data, its
+    tokenizer from the workdir)."""
+    task_cls = tasks.get(config.get("task"))
+    try:
+        return task_cls(config, workdir)
+    except (AttributeError, KeyError) as e:  # a field the task reads is missing
+        raise CheckpointError(
+            f"{workdir.config_json}: the {task_cls.name} task cannot read this config (no "
+            f"field {common.config_problem(e)}). Use the config.json train.py wrote for the run."
+        ) from e
+
+
 def output_stem(split: str, steps: tuple[int, ...] | list[int], kind: str) -> str:
     """`test.step900.beam4`, or `test.step900.avg5.beam4` for an average of 5 checkpoints."""
     average = f".avg{len(steps)}" if len(steps) > 1 else ""
@@ -62,11 +75,14 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
     common.at_least(fv.batch_size, 1, "batch_size")
     workdir = Workdir.at(fv.workdir).require()
     config = workdir.read_config()
-    task = tasks.get(config.task)(config, workdir)
+    # The model first: a bad --mesh, --step or checkpoint fails before the task reads its data.
+    # Only a workdir without model.json (transformer_jax 0.1) needs the tokenizer for it.
+    tokenizer = loading.load_tokenizer(workdir, config) if workdir.read_model() is None else None
     mesh = serving_mesh(fv.mesh)
     model, steps = loading.load_model(
-        workdir, config, task.tokenizer, fv.step, fv.average_last, mesh=mesh
+        workdir, config, tokenizer, fv.step, fv.average_last, mesh=mesh
     )
+    task = load_task(workdir, config)
     options = tasks.ScoreOptions(
         baselines=fv.baselines,
         max_examples=fv.max_sentences,

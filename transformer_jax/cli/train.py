@@ -16,6 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from transformer_jax.cli.common import config_problem
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.nonfinite import NonFiniteError
 from transformer_jax.training.run_lock import WorkdirBusyError
@@ -95,10 +96,7 @@ def parse_flags(argv: list[str]) -> list[str]:
     except flags.Error as e:
         problem = str(e)
     except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' refusals
-        while e.args and isinstance(e.args[0], BaseException):  # AttributeError(KeyError(...))
-            e = e.args[0]
-        text = "; ".join(str(e.args[0] if e.args else e).splitlines())
-        problem = f"a --config override does not fit the config: {text}"
+        problem = f"a --config override does not fit the config: {config_problem(e)}"
     print(f"error: {problem}\n{USAGE}  (--helpfull lists the flags)", file=sys.stderr)
     sys.exit(2)
 
