@@ -117,3 +117,15 @@ def test_evaluate_names_a_config_its_task_cannot_read(tiny_workdir, tmp_path, ca
     err = capsys.readouterr().err
     assert err.startswith(f"error: {workdir / 'config.json'}: the translation task cannot read")
     assert "'spm_model_path'" in err and err.count("\n") == 1
+
+
+def test_train_names_a_missing_optional_package_in_one_line(tmp_path):
+    """Without scikit-learn the digits cannot load: one line naming the extra to install."""
+    code = (
+        "import sys; sys.modules['sklearn'] = None; from transformer_jax.cli.train import run; "
+        f"run(['--config=configs/vit_tiny.py', '--workdir={tmp_path / 'run'}'])"
+    )
+    proc = _run([sys.executable, "-c", code])
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: data.source='digits' needs scikit-learn")
+    assert "pip install 'transformer_jax[vision]'" in proc.stderr and "Traceback" not in proc.stderr

@@ -101,7 +101,8 @@ class Command:
     `body(fv, args)` gets the parsed flags and the positional arguments (empty unless
     `positional` names them) and returns an exit code (None = 0). It may raise any of the
     errors a user can fix (`CheckpointError`, `MeshError`, `ValueError`, `TypeError`,
-    `OSError`): `run` prints them as one `error: ...` line and returns 1.
+    `OSError`, an `ImportError` naming the extra to install): `run` prints them as one
+    `error: ...` line and returns 1.
     """
 
     prog: str
@@ -142,8 +143,8 @@ class Command:
             return self.body(fv, args) or 0
         except MeshError as e:
             print(f"error: --mesh={fv['mesh'].value}: {e}", file=sys.stderr)
-        except (CheckpointError, ValueError, TypeError, OSError) as e:
-            print(f"error: {e}", file=sys.stderr)
+        except (CheckpointError, ValueError, TypeError, OSError, ImportError) as e:
+            print(f"error: {e}", file=sys.stderr)  # ImportError: an extra to install, named
         return 1
 
 

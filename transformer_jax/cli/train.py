@@ -68,10 +68,10 @@ def main(argv):
         )
     try:
         train_and_evaluate(FLAGS.config, FLAGS.workdir)
-    except (ValueError, OSError, WorkdirBusyError, NonFiniteError) as e:
+    except (ValueError, OSError, ImportError, WorkdirBusyError, NonFiniteError) as e:
         # A bad config, workdir or input (CheckpointError is a ValueError), a busy or
-        # unwritable workdir, a diverged run: each message says what to do. One line, no
-        # traceback unless --verbosity is given.
+        # unwritable workdir, an optional package not installed (its extra named), a diverged
+        # run: each message says what to do. One line, no traceback unless --verbosity.
         if FLAGS["verbosity"].present:
             raise
         sys.exit(f"error: {e}\n(With --verbosity=0 the traceback is shown too.)")
