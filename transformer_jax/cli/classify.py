@@ -76,9 +76,7 @@ def classify(fv: flags.FlagValues, args: list[str]) -> int:
 
 COMMAND = common.Command("python -m transformer_jax.classify", __doc__, define_flags, classify)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":

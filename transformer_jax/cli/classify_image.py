@@ -94,9 +94,7 @@ COMMAND = common.Command(
     positional="IMAGE ...",
 )
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":

@@ -121,9 +121,7 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
 
 COMMAND = common.Command("python -m transformer_jax.evaluate", __doc__, define_flags, evaluate)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":

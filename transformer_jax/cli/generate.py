@@ -65,9 +65,7 @@ def generate(fv: flags.FlagValues, args: list[str]) -> int:
 
 COMMAND = common.Command("python -m transformer_jax.generate", __doc__, define_flags, generate)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":

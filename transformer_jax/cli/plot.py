@@ -116,9 +116,7 @@ def plot(fv: flags.FlagValues, args: list[str]) -> int:
 
 COMMAND = common.Command("python -m transformer_jax.plot", __doc__, define_flags, plot)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":

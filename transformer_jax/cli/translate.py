@@ -57,9 +57,7 @@ def translate(fv: flags.FlagValues, args: list[str]) -> int:
 
 COMMAND = common.Command("python -m transformer_jax.translate", __doc__, define_flags, translate)
 
-
-def main(argv: list[str] | None = None) -> int:
-    return COMMAND.run(argv)
+main = COMMAND.run  # main(argv=None) -> exit code
 
 
 if __name__ == "__main__":
