@@ -129,3 +129,13 @@ def test_train_names_a_missing_optional_package_in_one_line(tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: data.source='digits' needs scikit-learn")
     assert "pip install 'transformer_jax[vision]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_evaluate_needs_the_runs_own_tokenizer(tiny_workdir, tmp_path, capsys):
+    """A missing tokenizer.model is named; the task must not train a new one in its place."""
+    workdir = pathlib.Path(shutil.copytree(tiny_workdir, tmp_path / "run"))
+    (workdir / "tokenizer.model").unlink()
+    assert evaluate.main([f"--workdir={workdir}", "--max_sentences=2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {workdir / 'tokenizer.model'}: tokenizer.model is missing")
+    assert not (workdir / "tokenizer.model").exists()

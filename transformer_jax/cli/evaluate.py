@@ -76,8 +76,9 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
     workdir = Workdir.at(fv.workdir).require()
     config = workdir.read_config()
     # The model first: a bad --mesh, --step or checkpoint fails before the task reads its data.
-    # Only a workdir without model.json (transformer_jax 0.1) needs the tokenizer for it.
-    tokenizer = loading.load_tokenizer(workdir, config) if workdir.read_model() is None else None
+    # A text run's own tokenizer must be there (the task would otherwise train a new one).
+    text = "vocab_size" in config.get("data", {})
+    tokenizer = loading.load_tokenizer(workdir, config) if text else None
     mesh = serving_mesh(fv.mesh)
     model, steps = loading.load_model(
         workdir, config, tokenizer, fv.step, fv.average_last, mesh=mesh
