@@ -188,10 +188,21 @@ def place_batch(x: np.ndarray, mesh: Mesh) -> jax.Array:
 
     Each process keeps only the rows its own devices hold (`global_shape` = the local shape).
     """
+    return jax.make_array_from_process_local_data(rows_sharding(x.shape[0], mesh), x, x.shape)
+
+
+def rows_sharding(rows: int, mesh: Mesh) -> NamedSharding:
+    """How `place_batch` places `rows` rows: split over the mesh's batch axes when they divide
+    them, else replicated."""
     axes = tuple(a for a in BATCH_AXES if a in mesh.axis_names and mesh.shape[a] > 1)
-    split = bool(axes) and x.shape[0] % math.prod(mesh.shape[a] for a in axes) == 0
-    sharding = NamedSharding(mesh, PartitionSpec(axes) if split else PartitionSpec())
-    return jax.make_array_from_process_local_data(sharding, x, x.shape)
+    split = bool(axes) and rows % math.prod(mesh.shape[a] for a in axes) == 0
+    return NamedSharding(mesh, PartitionSpec(axes) if split else PartitionSpec())
+
+
+def abstract_input(shape: tuple[int, ...], dtype, mesh: Mesh) -> jax.ShapeDtypeStruct:
+    """The shape, dtype and sharding of a serving input as `place_batch` would place it (for
+    compiling ahead of time)."""
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=rows_sharding(shape[0], mesh))
 
 
 def to_host(x) -> np.ndarray:
@@ -216,6 +227,20 @@ def constrain_batch(x: jax.Array) -> jax.Array:
         return x
     spec = PartitionSpec(BATCH_AXES, *([None] * (x.ndim - 1)))
     return jax.lax.with_sharding_constraint(x, spec)
+
+
+def target_platform() -> str:
+    """The platform the program being traced runs on: "cpu", "gpu" or "tpu".
+
+    The devices of the mesh set with `jax.set_mesh` decide, not the host's default backend:
+    a program compiled ahead of time for TPU or GPU devices on a CPU host (`transformer_jax
+    compile`) must make the choices of its target. Without a mesh it is the default backend.
+    Every backend-dependent choice of a model (attention kernel, gradient barrier) reads this.
+    """
+    mesh = jax.sharding.get_abstract_mesh()
+    device = None if mesh.empty else getattr(mesh, "abstract_device", None)
+    platform = jax.default_backend() if device is None else device.platform
+    return "gpu" if platform in ("cuda", "rocm") else platform
 
 
 def under_mesh(jitted, mesh: Mesh):

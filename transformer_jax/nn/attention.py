@@ -12,15 +12,20 @@ on NVIDIA GPUs), which never returns the weights; `attention_kernel` says which 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
+from absl import logging
 from jaxtyping import Array, Bool, Float, Int
+
+from transformer_jax.sharding import target_platform
 
 Mask = Bool[Array, "#B #N #T #S"]
 
 # How a model computes attention when it does not return the weights (a model config field):
-# "auto" picks per backend (`resolve_kernel`), "reference" the written-out equation, "xla" and
-# "cudnn" the implementations of `jax.nn.dot_product_attention`.
+# "auto" picks per target platform (`resolve_kernel`), "reference" the written-out equation,
+# "xla" and "cudnn" the implementations of `jax.nn.dot_product_attention`.
 ATTENTION_KERNELS = ("auto", "reference", "xla", "cudnn")
 
 
@@ -146,22 +151,30 @@ def dot_product_attention(
     return (out, weights) if return_weights else out
 
 
-def resolve_kernel(kernel: str, dtype, backend: str | None = None) -> str:
-    """The implementation `kernel` means on `backend` (default: JAX's default backend).
+def resolve_kernel(kernel: str, dtype, platform: str | None = None) -> str:
+    """The implementation `kernel` means on `platform` (default: `target_platform()`, the
+    platform of the mesh's devices, so a program compiled for a TPU or GPU from a CPU host
+    makes its target's choice).
 
     "auto" is "cudnn" on GPUs for 16-bit dtypes (cuDNN's flash attention takes only those),
     "xla" on other GPU and TPU runs, and "reference" on CPUs, where XLA's fused attention is
     slower than the written-out equation over a forward and backward pass (see
     benchmarks/attention_kernels.py).
     """
-    if kernel not in ATTENTION_KERNELS:
-        raise ValueError(f"attention_kernel={kernel!r} is not one of {ATTENTION_KERNELS}.")
+    check_kernel(kernel)
     if kernel != "auto":
         return kernel
-    backend = backend or jax.default_backend()
-    if backend == "gpu":
+    platform = platform or target_platform()
+    if platform == "gpu":
         return "cudnn" if jnp.dtype(dtype).itemsize == 2 else "xla"
-    return "xla" if backend == "tpu" else "reference"
+    return "xla" if platform == "tpu" else "reference"
+
+
+def check_kernel(kernel: str) -> str:
+    """`kernel` if it is one of `ATTENTION_KERNELS`, else a ValueError naming them."""
+    if kernel not in ATTENTION_KERNELS:
+        raise ValueError(f"attention_kernel={kernel!r} is not one of {ATTENTION_KERNELS}.")
+    return kernel
 
 
 def kernel_attention(
@@ -191,12 +204,50 @@ def kernel_attention(
             f"is_causal needs as many queries as keys (self-attention), got {query.shape[1]} "
             f"queries and {key.shape[1]} keys."
         )
-    out = jax.nn.dot_product_attention(
-        query, key, value, mask=mask, is_causal=is_causal, implementation=implementation
-    )
+    if implementation == "cudnn":
+        out = _cudnn_or_xla(query, key, value, mask, is_causal)
+    else:
+        out = jax.nn.dot_product_attention(
+            query, key, value, mask=mask, is_causal=is_causal, implementation=implementation
+        )
     if mask is None:
         return out
     if is_causal:  # Query t sees keys 0..t: one of those must be allowed, not any in the row.
         mask = jnp.logical_and(mask, causal_mask(query.shape[1]))
     any_key = jnp.any(mask, axis=-1)  # [#B, #N, #T]
     return jnp.where(any_key.swapaxes(1, 2)[..., None], out, jnp.zeros((), out.dtype))
+
+
+def _cudnn_or_xla(query, key, value, mask, is_causal):
+    """cuDNN's fused attention, or XLA's where cuDNN cannot take these inputs (logged once
+    per traced shape with cuDNN's reason: e.g. a head dim that is not a multiple of 8, odd
+    lengths in training with a mask, float32, or cuDNN not installed).
+
+    cuDNN takes a mask only as a bias of the full `[#B, #N, T, S]` shape: the `[B, 1, 1, S]`
+    padding masks of the models are broadcast over the queries first (what cuDNN reads
+    anyway). `is_causal` stays a flag: cuDNN then skips the masked blocks.
+    """
+    if mask is not None:
+        t, s = query.shape[1], key.shape[1]
+        mask = jnp.broadcast_to(mask, (*mask.shape[:2], t, s))
+    try:
+        return jax.nn.dot_product_attention(
+            query, key, value, mask=mask, is_causal=is_causal, implementation="cudnn"
+        )
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        _log_fallback(query.shape, key.shape, str(query.dtype), str(e))
+        return jax.nn.dot_product_attention(
+            query, key, value, mask=mask, is_causal=is_causal, implementation="xla"
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _log_fallback(query_shape, key_shape, dtype: str, reason: str) -> None:
+    """Logs a fallback from cuDNN once per shape and reason, not once per layer."""
+    logging.warning(
+        "attention: cuDNN cannot run query %s, key %s %s (%s); using XLA's attention.",
+        query_shape,
+        key_shape,
+        dtype,
+        reason,
+    )

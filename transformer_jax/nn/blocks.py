@@ -22,7 +22,7 @@ from transformer_jax.nn.attention import dropout
 from transformer_jax.nn.layers import FeedForward, LayerNorm
 from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
 from transformer_jax.nn.stacked import layer_view, stack_modules
-from transformer_jax.sharding import constrain_batch
+from transformer_jax.sharding import constrain_batch, target_platform
 
 NORMS = ("post", "pre")
 # Rematerialisation policies of a Stack (what the backward pass recomputes): none, everything
@@ -345,7 +345,7 @@ class Stack(nnx.Module):
         mesh = jax.sharding.get_abstract_mesh()
         barrier = (
             self.final_norm is not None
-            and jax.default_backend() == "cpu"
+            and target_platform() == "cpu"
             and (mesh.empty or mesh.size == 1)
         )
         weights = []

@@ -27,6 +27,7 @@ from jaxtyping import Array, Bool, Float, Int
 from transformer_jax.nn.attention import (
     Mask,
     causal_mask,
+    check_kernel,
     combine_masks,
     dot_product_attention,
     heads_first_attention,
@@ -186,7 +187,7 @@ class MultiHeadAttention(nnx.Module):
         self.num_heads, self.head_dim = n, h
         self.dropout_rate = dropout_rate
         self.dtype = dtype
-        self.kernel = resolve_kernel(attention_kernel, dtype)
+        self.attention_kernel = check_kernel(attention_kernel)  # resolved when traced
 
     def _project(self, x, kernel, bias_name):
         y = jnp.einsum("BLD,DNH->BLNH", x.astype(self.dtype), kernel[...].astype(self.dtype))
@@ -220,8 +221,9 @@ class MultiHeadAttention(nnx.Module):
         """
         q = self._project(x_q, self.query, "query_bias")
         dropping = not deterministic and self.dropout_rate > 0.0
-        if not (return_weights or dropping or self.kernel == "reference"):
-            heads = kernel_attention(q, k, v, mask, is_causal=is_causal, implementation=self.kernel)
+        kernel = resolve_kernel(self.attention_kernel, self.dtype)
+        if not (return_weights or dropping or kernel == "reference"):
+            heads = kernel_attention(q, k, v, mask, is_causal=is_causal, implementation=kernel)
             return self._output(heads), None
         if is_causal:
             mask = combine_masks(causal_mask(x_q.shape[1]), mask)

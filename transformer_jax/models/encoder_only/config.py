@@ -34,7 +34,7 @@ class EncoderOnlyConfig(TransformerFields):
     layer_norm_eps: float = 1e-12  # LayerNorm epsilon (BERT: 1e-12).
     num_labels: int = 2  # Classes of the sequence / token classification heads.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
-    attention_kernel: str = "auto"  # "auto" (by backend), "reference", "xla", "cudnn" (§3.2.1).
+    attention_kernel: str = "auto"  # "auto" (by the mesh devices), "reference", "xla", "cudnn".
     scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
     remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
     pad_id: int = PAD_ID  # Token id that is padding; never attended to.
