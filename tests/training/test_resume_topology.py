@@ -21,8 +21,10 @@ import pathlib
 import numpy as np
 import pytest
 
+from configs import tiny
 from tests.train_runs import train_once
 from transformer_jax.training.checkpointing import local_data_state
+from transformer_jax.training.loop import validate_train_config
 from transformer_jax.workdir import CheckpointError
 
 STEPS = 6
@@ -87,6 +89,39 @@ def test_uninterrupted_runs_on_8_and_1_device_differ_by_the_same_noise(tmp_path,
     )
     difference = max(abs(one[s] - uninterrupted[s]) for s in steps)
     print(f"largest loss difference, 1 device against 8, no resume: {difference:.2g}")
+
+
+@pytest.mark.parametrize(
+    "batch_multiple, mesh, ways",
+    [
+        (4, {"data": -1}, 8),
+        (4, {"data": 1, "fsdp": 8}, 8),
+        (2, {"data": 2, "fsdp": 2, "tensor": 2}, 4),
+    ],
+)
+def test_a_mesh_that_cannot_split_the_batch_is_refused_naming_the_fields(
+    batch_multiple, mesh, ways
+):
+    """Global rows are multiples of data.batch_multiple, fixed by the config: a mesh whose
+    batch axes (data x fsdp) do not divide it is refused before anything runs."""
+    config = tiny.get_config()
+    config.data.batch_multiple = batch_multiple
+    config.mesh.update(mesh)
+    with pytest.raises(ValueError) as error:
+        validate_train_config(config)
+    message = str(error.value)
+    assert f"config.mesh {dict(config.mesh)} on 8 devices splits every batch {ways} ways" in message
+    assert f"config.data.batch_multiple={batch_multiple}" in message
+
+
+@pytest.mark.parametrize(
+    "batch_multiple, mesh", [(4, {"data": 2, "fsdp": 2, "tensor": 2}), (2, {"tensor": 4})]
+)
+def test_a_mesh_whose_batch_axes_divide_the_batch_is_accepted(batch_multiple, mesh):
+    config = tiny.get_config()
+    config.data.batch_multiple = batch_multiple
+    config.mesh.update(mesh)
+    validate_train_config(config)
 
 
 def test_a_checkpoint_of_another_process_count_is_refused_naming_both():
