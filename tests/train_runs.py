@@ -1,5 +1,5 @@
-"""Running train.py for tests: one subprocess, one device, its stderr kept in the workdir; and
-the environment of every process the tests start."""
+"""Running train.py for tests: one subprocess (one device unless asked), its stderr kept in the
+workdir; and the environment of every process the tests start."""
 
 import fcntl
 import os
@@ -29,9 +29,12 @@ def subprocess_env(devices: int = 1, **extra: str) -> dict[str, str]:
     return {**os.environ, "XLA_FLAGS": device_flags(devices), **extra}
 
 
-def train_once(workdir: pathlib.Path, config: str, *overrides: str) -> pathlib.Path:
-    """Runs train.py in a subprocess on one device; keeps its stderr in workdir/train.stderr."""
-    env = subprocess_env()
+def train_once(
+    workdir: pathlib.Path, config: str, *overrides: str, devices: int = 1
+) -> pathlib.Path:
+    """Runs train.py in a subprocess on `devices` CPU devices (one by default); keeps its
+    stderr in workdir/train.stderr."""
+    env = subprocess_env(devices)
     cmd = [sys.executable, str(_ROOT / "train.py"), f"--config={config}", f"--workdir={workdir}"]
     proc = subprocess.run(
         [*cmd, *overrides], cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600

@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import models, tasks
-from transformer_jax.sharding import make_mesh
+from transformer_jax.sharding import BATCH_AXES, MESH_AXES, make_mesh, mesh_sizes
 from transformer_jax.training.checkpointing import (
     Checkpoints,
     all_data_states,
@@ -73,7 +73,32 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
+    _check_batch_split(config)
     return task_cls
+
+
+def _check_batch_split(config: ml_collections.ConfigDict) -> None:
+    """Refuses a mesh whose batch axes do not divide every batch.
+
+    Global rows are multiples of `config.data.batch_multiple`: the config fixes the batches,
+    not the devices, so a run resumes with the same batches on another mesh. The mesh's batch
+    axes (data x fsdp) must divide that multiple.
+    """
+    multiple = config.data.get("batch_multiple")
+    if multiple is None:  # A task whose batches are not counted in rows.
+        return
+    sizes = dict(zip(MESH_AXES, mesh_sizes(dict(config.mesh), jax.device_count()), strict=True))
+    ways = int(np.prod([sizes[a] for a in BATCH_AXES]))
+    if multiple % ways:
+        axes = " x ".join(f"{a}={sizes[a]}" for a in BATCH_AXES)
+        raise ValueError(
+            f"config.mesh {dict(config.mesh)} on {jax.device_count()} devices splits every "
+            f"batch {ways} ways ({axes}), which does not divide "
+            f"config.data.batch_multiple={multiple} (global rows per batch are multiples of "
+            f"it). Choose config.mesh sizes whose data x fsdp divides {multiple} (e.g. put "
+            f"the other devices on config.mesh.tensor), or set config.data.batch_multiple to "
+            f"a multiple of {ways} (which may change the batches of a resumed run)."
+        )
 
 
 def _evaluate(eval_fn, params, batches, mesh, task: tasks.Task) -> dict:
