@@ -187,6 +187,20 @@ def train_tokenizer(
     return Tokenizer(buffer.getvalue())
 
 
+def configured_vocab_size(vocab_size: int, model_path: str | os.PathLike | None) -> int:
+    """The vocabulary a config gives its tokenizer, known before any text is read.
+
+    Args:
+      vocab_size: the pieces a tokenizer trained here is asked for (`train_tokenizer` has no
+        hard limit, so a small corpus gives fewer): an upper bound.
+      model_path: an existing model the config names instead, or None.
+
+    Returns:
+      The model's pieces (the file is read) when `model_path` is given, else `vocab_size`.
+    """
+    return vocab_size if model_path is None else Tokenizer.load(model_path).vocab_size
+
+
 def _read_settings(path) -> dict:
     """The JSON object of a tokenizer.json; ValueError naming the file when it is not one."""
     try:

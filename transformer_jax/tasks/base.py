@@ -24,6 +24,8 @@ from jax.sharding import Mesh
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
+SPLITS = ("train", "eval", "test")  # "test" batches have the shape of "eval" batches.
+
 
 @runtime_checkable
 class ResumableIterator(Protocol):
@@ -43,6 +45,12 @@ def check_model_name(config: ml_collections.ConfigDict, task: str, model: str) -
             f"config.task={task!r} trains the {model!r} model, but config.model.name="
             f"{config.model.name!r}. Use models.config_section({model!r}, ...)."
         )
+
+
+def check_split(split: str) -> None:
+    """Raises unless `split` names a split whose batches a task can describe."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}.")
 
 
 def check_positions(config: ml_collections.ConfigDict) -> None:
@@ -140,6 +148,42 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def data_values(self) -> Mapping[str, Any]:
         """The model fields the data decides (e.g. `vocab_size` from the tokenizer)."""
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """What `data_values()` would return, from the config alone: nothing is read but a
+        file the config names for the purpose (a tokenizer model); where only the data can
+        tell, each task says what it gives instead (an upper bound, or a stated default)."""
+        raise NotImplementedError(
+            f"task {cls.name!r} does not give its data values from the config "
+            f"({cls.__qualname__}.abstract_data_values)."
+        )
+
+    @classmethod
+    def batch_spec(
+        cls, config: ml_collections.ConfigDict, split: str = "train", *, process_count: int = 1
+    ) -> dict[str, jax.ShapeDtypeStruct]:
+        """The global shapes and dtypes of one batch of `split` ("train" or "eval"; "test" has
+        eval's) as `loss_fn` receives it, from the config alone (no data read, nothing
+        allocated).
+
+        Global: the rows of all processes together (each host yields its share, which
+        `global_batch` joins). Where training batches come in several shapes, the one that
+        needs the most memory: the worst case to compile.
+
+        Args:
+          config: a config of this task.
+          split: "train", "eval" or "test".
+          process_count: the hosts the run would have (global rows may be rounded to a
+            multiple of it).
+
+        Returns:
+          Batch key -> `jax.ShapeDtypeStruct` (no sharding).
+        """
+        raise NotImplementedError(
+            f"task {cls.name!r} does not give its batch shapes from the config "
+            f"({cls.__qualname__}.batch_spec)."
+        )
 
     @abc.abstractmethod
     def train_iterator(self) -> ResumableIterator | Iterator[dict[str, Any]]:

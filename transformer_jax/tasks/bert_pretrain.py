@@ -23,8 +23,15 @@ from jax.sharding import Mesh
 from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
 from transformer_jax.data.lm import config as lm_config
+from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
+from transformer_jax.tasks.base import (
+    ScoreOptions,
+    SplitScores,
+    Task,
+    check_positions,
+    check_split,
+)
 from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.tokens import FIRST_REGULAR_ID
@@ -115,6 +122,35 @@ class BertPretrainTask(Task):
 
     def data_values(self) -> Mapping[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """vocab_size: the pieces of `data.spm_model_path` when set, else `data.vocab_size`,
+        an upper bound (a small corpus trains fewer pieces)."""
+        data = config.data
+        return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
+
+    @classmethod
+    def batch_spec(cls, config, split="train", *, process_count=1):
+        """The keys of data/bert/pipeline.py: [B, T] inputs and segment ids, [B, P] masked
+        positions, targets and weights, [B] NSP labels and weights. B = `rows_per_batch`
+        (tokens_per_batch / max_len, down to batch_multiple) for "train", data.eval_batch_size
+        for "eval"; T = data.max_len; P = `max_predictions` (mask_rate of a row, rounded up)."""
+        check_split(split)
+        data = config.data
+        b = lm_config.rows_per_batch(data) if split == "train" else data.eval_batch_size
+        t, p = data.max_len, bert_config.max_predictions(data)
+        i32, f32 = jnp.int32, jnp.float32
+        shapes = {
+            "inputs": ((b, t), i32),
+            "segment_ids": ((b, t), i32),
+            "mlm_positions": ((b, p), i32),
+            "mlm_targets": ((b, p), i32),
+            "mlm_weights": ((b, p), f32),
+            "nsp_labels": ((b,), i32),
+            "nsp_weights": ((b,), f32),
+        }
+        return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
 
     def train_iterator(self):
         return pipeline.make_bert_train_iterator(self.config.data, self.tokenizer, self.workdir)

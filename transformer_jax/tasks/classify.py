@@ -13,13 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
 from transformer_jax.data.classify import config as classify_config
-from transformer_jax.data.classify import pipeline
+from transformer_jax.data.classify import numbers_pair, pipeline, stdlib_packages
+from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.tasks import classify_baselines
 from transformer_jax.tasks.base import check_positions
 from transformer_jax.tasks.label_sums import label_sums
@@ -28,6 +30,7 @@ from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.workdir import Workdir
 
 ANALYZERS = ("char", "word")
+TSV_LABELS_STAND_IN = 2  # A TSV file's label set is only known from the file.
 
 
 def classify_loss(
@@ -119,6 +122,33 @@ class ClassificationTask(LabelTask):
             "vocab_size": self.tokenizer.vocab_size,
             "num_labels": len(self.dataset.label_names),
         }
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """vocab_size: the pieces of the tokenizer the config names (`init_from`'s
+        tokenizer.model, else `data.spm_model_path`), else `data.vocab_size`, an upper bound
+        (a small corpus trains fewer pieces). num_labels: 2 for numbers_pair, 5 for
+        stdlib_packages; a TSV's labels are only known from its file: config.model.num_labels
+        when set, else a stand-in of 2 (set config.model.num_labels for the true head)."""
+        data = config.data
+        init_from = config.get("init_from")
+        named = Workdir.at(init_from).tokenizer_model if init_from else data.spm_model_path
+        if data.source == "numbers_pair":
+            num_labels = len(numbers_pair.LABEL_NAMES)
+        elif data.source == "stdlib_packages":
+            num_labels = len(set(stdlib_packages.PACKAGES))
+        else:
+            num_labels = config.model.get("num_labels") or TSV_LABELS_STAND_IN
+        return {
+            "vocab_size": configured_vocab_size(data.vocab_size, named),
+            "num_labels": num_labels,
+        }
+
+    @classmethod
+    def example_spec(cls, config, rows):
+        """`inputs` and `segment_ids`, int32 [rows, data.max_len]."""
+        shape = (rows, config.data.max_len)
+        return {k: jax.ShapeDtypeStruct(shape, jnp.int32) for k in ("inputs", "segment_ids")}
 
     def train_iterator(self):
         return pipeline.ClassifyTrainIterator(self.encoded("train"), self.config.data)

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 
 from transformer_jax.data.images import config as image_config
-from transformer_jax.data.images import pipeline
+from transformer_jax.data.images import digits, folder, pipeline, tfds_source
 from transformer_jax.tasks import image_baselines
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
@@ -28,6 +29,8 @@ from transformer_jax.tasks.shared_fields import (
     check_shared_fields,
 )
 from transformer_jax.workdir import Workdir
+
+IMAGE_FIELDS = ("num_classes", "image_height", "image_width", "channels")  # The model's.
 
 
 def image_loss(
@@ -94,6 +97,47 @@ class ImageClassificationTask(LabelTask):
             "image_width": width,
             "channels": channels,
         }
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """The classes and the image height, width and channels, no image read: digits are
+        10 classes of 8x8x1; a folder source has a class per subfolder of data.folder_train
+        (listed) and data.folder_size squares of data.folder_channels; a TFDS source's come
+        from its builder's metadata. What the config cannot tell (a folder without
+        folder_size; a builder TFDS cannot describe without TensorFlow) is config.model's
+        field of that name; without it, a ValueError names the field to set."""
+        data = config.data
+        if data.source == "digits":
+            (height, width, channels), classes = digits.IMAGE_SHAPE, len(digits.LABEL_NAMES)
+            values = dict(zip(IMAGE_FIELDS, (classes, height, width, channels), strict=True))
+        elif data.source == "folder":
+            values = {
+                "num_classes": len(folder.class_folders(data.folder_train)),
+                "channels": data.folder_channels,
+            }
+            if data.folder_size is not None:
+                values["image_height"] = values["image_width"] = data.folder_size
+        else:
+            values = tfds_source.builder_image_values(data)
+        for field in IMAGE_FIELDS:
+            if values.get(field) is None:
+                values[field] = config.model.get(field)
+        unknown = [field for field in IMAGE_FIELDS if values[field] is None]
+        if unknown:
+            raise ValueError(
+                f"config.data.source={data.source!r}: the images' {', '.join(unknown)} are "
+                f"only known once they are read. Set config.model.{unknown[0]}"
+                f"{' (and the others)' if len(unknown) > 1 else ''}"
+                f"{' or config.data.folder_size' if data.source == 'folder' else ''}."
+            )
+        return {field: values[field] for field in IMAGE_FIELDS}
+
+    @classmethod
+    def example_spec(cls, config, rows):
+        """`images`, float32 [rows, H, W, C] (`abstract_data_values`'s)."""
+        values = cls.abstract_data_values(config)
+        shape = (rows, values["image_height"], values["image_width"], values["channels"])
+        return {"images": jax.ShapeDtypeStruct(shape, jnp.float32)}
 
     def train_iterator(self):
         return pipeline.ImageTrainIterator(self.dataset.splits["train"], self.config.data)

@@ -15,13 +15,14 @@ import time
 from typing import Any, ClassVar
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax import storage
-from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task
+from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_split
 from transformer_jax.tasks.label_sums import confusion_table, describe, label_summary
 from transformer_jax.tasks.split_scores import split_sums
 
@@ -32,8 +33,8 @@ class LabelTask(Task):
     """A classification task: one label per example, `dataset.label_names` its classes.
 
     Subclasses set `dataset` (with `label_names` and `splits`) in their constructor, then call
-    `write_labels`; they give `labels_info` (what inference needs besides the label names) and
-    `baseline_lines`.
+    `write_labels`; they give `labels_info` (what inference needs besides the label names),
+    `baseline_lines` and `example_spec`.
     """
 
     normalizer = "examples"
@@ -52,6 +53,25 @@ class LabelTask(Task):
             raise ValueError(
                 f"config.baselines must be True or False, got {config.get('baselines')!r}."
             )
+
+    @classmethod
+    def batch_spec(cls, config, split="train", *, process_count=1):
+        """`example_spec`, `labels` int32 [B] and `weights` float32 [B] (data/labelled_batches.py),
+        B = data.batch_size for "train", data.eval_batch_size for "eval". One shape per split."""
+        check_split(split)
+        rows = config.data.batch_size if split == "train" else config.data.eval_batch_size
+        return {
+            **cls.example_spec(config, rows),
+            "labels": jax.ShapeDtypeStruct((rows,), jnp.int32),
+            "weights": jax.ShapeDtypeStruct((rows,), jnp.float32),
+        }
+
+    @classmethod
+    @abc.abstractmethod
+    def example_spec(
+        cls, config: ml_collections.ConfigDict, rows: int
+    ) -> dict[str, jax.ShapeDtypeStruct]:
+        """The inputs of a batch of `rows` examples (besides labels and weights)."""
 
     @abc.abstractmethod
     def labels_info(self) -> dict[str, Any]:

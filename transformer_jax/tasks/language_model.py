@@ -16,19 +16,29 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax import storage
+from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.lm import pipeline
+from transformer_jax.data.lm import rows as lm_rows
 from transformer_jax.data.lm.config import SPLITS
 from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
+from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference.generator import Generator
 from transformer_jax.tasks import losses, text_baselines
-from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
+from transformer_jax.tasks.base import (
+    ScoreOptions,
+    SplitScores,
+    Task,
+    check_positions,
+    check_split,
+)
 from transformer_jax.tasks.shared_fields import (
     LABEL_SMOOTHING,
     Range,
@@ -167,6 +177,30 @@ class LanguageModelTask(Task):
 
     def data_values(self) -> Mapping[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """vocab_size: 260 for byte tokens; the pieces of `data.spm_model_path` when set; else
+        `data.vocab_size`, an upper bound (a small corpus trains fewer pieces)."""
+        data = config.data
+        if data.tokenizer == "byte":
+            return {"vocab_size": ByteTokenizer.vocab_size}
+        return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
+
+    @classmethod
+    def batch_spec(cls, config, split="train", *, process_count=1):
+        """Every key [B, data.max_len] (see data/lm/rows.py), `weights` and `bytes` float32, the
+        rest int32; B = `rows_per_batch` (tokens_per_batch / max_len, down to batch_multiple)
+        for "train", data.eval_batch_size for "eval". One shape per split."""
+        check_split(split)
+        data = config.data
+        batch_rows = lm_config.rows_per_batch(data) if split == "train" else data.eval_batch_size
+        return {
+            k: jax.ShapeDtypeStruct(
+                (batch_rows, data.max_len), jnp.float32 if k in lm_rows.FLOAT_KEYS else jnp.int32
+            )
+            for k in lm_rows.BATCH_KEYS
+        }
 
     def train_iterator(self):
         if jax.process_index() == 0:

@@ -12,16 +12,24 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax.data import translation as data_lib
+from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.data.translation.config import check_text_split_fields, with_absolute_paths
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import losses
-from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_positions
+from transformer_jax.tasks.base import (
+    ScoreOptions,
+    SplitScores,
+    Task,
+    check_positions,
+    check_split,
+)
 from transformer_jax.tasks.shared_fields import (
     LABEL_SMOOTHING,
     check_number,
@@ -106,6 +114,38 @@ class TranslationTask(Task):
 
     def data_values(self) -> Mapping[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size, "max_len": self.config.data.max_len}
+
+    @classmethod
+    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
+        """vocab_size: the pieces of `data.spm_model_path` when set, else `data.vocab_size`,
+        an upper bound (a tokenizer trained on a small corpus has fewer); max_len: data's."""
+        data = config.data
+        vocab_size = configured_vocab_size(data.vocab_size, data.spm_model_path)
+        return {"vocab_size": vocab_size, "max_len": data.max_len}
+
+    @classmethod
+    def batch_spec(cls, config, split="train", *, process_count=1):
+        """All keys [B, L], `weights` float32, the rest int32 (see data/translation/batching.py).
+
+        "eval": B = data.eval_batch_size, L = data.max_len, one pair per row (also when
+        training packs). "train", packed: [rows, max_len] with segment ids and positions.
+        Bucketed: each bucket is its own shape of about tokens_per_batch tokens (`train_shapes`
+        lists them); this is the longest, [rows, max_len]: its attention, quadratic in the
+        length, needs the most memory. (A shorter bucket may hold a few more tokens, fewer
+        than batch_multiple x max_len: each bucket's rows are rounded down to a multiple.)
+        """
+        check_split(split)
+        data = config.data
+        if split == "train":
+            lengths, rows = data_lib.train_shapes(data, process_count)
+            shape = (rows[-1] * process_count, lengths[-1])
+            keys = data_lib.PACKED_KEYS if data.pack else data_lib.BATCH_KEYS
+        else:
+            shape, keys = (data.eval_batch_size, data.max_len), data_lib.BATCH_KEYS
+        return {
+            k: jax.ShapeDtypeStruct(shape, jnp.float32 if k == "weights" else jnp.int32)
+            for k in keys
+        }
 
     def train_iterator(self):
         return data_lib.make_train_iterator(self.config.data, self.tokenizer, self.workdir)

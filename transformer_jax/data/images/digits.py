@@ -13,6 +13,7 @@ import numpy as np
 from transformer_jax.data.images.examples import ImageSplit, ImageSplits
 
 LABEL_NAMES = tuple(str(d) for d in range(10))
+IMAGE_SHAPE = (8, 8, 1)  # (H, W, C) of every digit.
 _STREAM = 0x646967  # Separates this split's random stream from other uses of the seed.
 
 
@@ -92,7 +93,7 @@ def digits_dataset(seed: int = 0, eval_size: int = 180, test_size: int = 360) ->
       0..16 pixel values divided by 16); train holds 1,797 - eval_size - test_size images.
     """
     digits = _load_digits()
-    images = (np.asarray(digits.images, np.float32) / 16.0)[..., None]
+    images = (np.asarray(digits.images, np.float32) / 16.0).reshape(-1, *IMAGE_SHAPE)
     labels = np.asarray(digits.target, np.int32)
     indices = digits_split_indices(labels, seed, eval_size, test_size)
     splits = {name: ImageSplit(images[i], labels[i]) for name, i in indices.items()}

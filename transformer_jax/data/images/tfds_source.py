@@ -7,6 +7,8 @@ when TFDS knows it, else they are "0", "1", ... up to the largest label seen.
 
 from __future__ import annotations
 
+from typing import Any
+
 import ml_collections
 import numpy as np
 
@@ -61,15 +63,44 @@ def _read_split(source, cfg: ml_collections.ConfigDict, where: str) -> tuple[np.
     return np.stack(images), np.asarray(labels, np.int64)
 
 
-def builder_label_names(name: str, data_dir: str | None, label_key: str) -> tuple[str, ...] | None:
-    """The names of the dataset's ClassLabel feature `label_key`, or None when TFDS lacks them."""
+def _builder_features(name: str, data_dir: str | None) -> Any:
+    """The dataset's features as its TFDS builder describes them (no record read), or None."""
     import tensorflow_datasets as tfds  # Imported here: slow to import, only this source needs it.
 
     try:
-        names = tfds.builder(name, data_dir=data_dir).info.features[label_key].names
-    except Exception:  # Unknown builder, no such feature, not a ClassLabel: fall back to ints.
+        return tfds.builder(name, data_dir=data_dir).info.features
+    except Exception:  # Unknown builder, or one that needs TensorFlow to describe itself.
+        return None
+
+
+def builder_label_names(name: str, data_dir: str | None, label_key: str) -> tuple[str, ...] | None:
+    """The names of the dataset's ClassLabel feature `label_key`, or None when TFDS lacks them."""
+    try:
+        names = _builder_features(name, data_dir)[label_key].names
+    except Exception:  # No features, no such feature, not a ClassLabel: fall back to ints.
         return None
     return tuple(str(n) for n in names) or None
+
+
+def builder_image_values(cfg: ml_collections.ConfigDict) -> dict[str, int]:
+    """What the TFDS builder's metadata tells of the images without reading one: any of
+    num_classes (a ClassLabel's), image_height, image_width and channels (a fixed image
+    shape's; [H, W] has one channel); those it does not tell are left out."""
+    features = _builder_features(cfg.tfds_name, cfg.tfds_data_dir)
+    values = {}
+    try:
+        values["num_classes"] = int(features[cfg.tfds_label_key].num_classes)
+    except Exception:  # No features, no such feature, not a ClassLabel.
+        pass
+    try:
+        shape = tuple(features[cfg.tfds_image_key].shape)
+    except Exception:
+        shape = ()
+    if len(shape) == 2:
+        shape += (1,)
+    if len(shape) == 3 and all(isinstance(n, int) for n in shape):
+        values["image_height"], values["image_width"], values["channels"] = shape
+    return values
 
 
 def tfds_image_dataset(cfg: ml_collections.ConfigDict) -> ImageSplits:

@@ -28,6 +28,7 @@ from transformer_jax.tokens import BOS_ID, EOS_ID
 
 SEPARATOR = "\x1e"  # Ends each document in the byte stream compressors see (one byte).
 BATCH_KEYS = ("inputs", "targets", "weights", "segment_ids", "positions", "bytes")
+FLOAT_KEYS = ("weights", "bytes")  # float32; the other keys are int32.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +140,7 @@ def pack(lengths: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray, int
 def empty_batch(rows: int, max_len: int) -> dict[str, np.ndarray]:
     """All-padding arrays of every batch key."""
     return {
-        k: np.zeros((rows, max_len), np.float32 if k in ("weights", "bytes") else np.int32)
+        k: np.zeros((rows, max_len), np.float32 if k in FLOAT_KEYS else np.int32)
         for k in BATCH_KEYS
     }
 

@@ -45,6 +45,7 @@ from transformer_jax.data.translation.pipeline import (
     make_eval_batches,
     make_train_iterator,
     tokenized_split,
+    train_shapes,
 )
 from transformer_jax.data.translation.sources import get_pairs, read_shard, shard_range
 from transformer_jax.data.translation.text_files import read_aligned, read_tsv
@@ -78,5 +79,6 @@ __all__ = [
     "shard_range",
     "tokenize_pairs",
     "tokenized_split",
+    "train_shapes",
     "validate_data_config",
 ]

@@ -141,6 +141,27 @@ def _agree_across_processes(counts: tuple[int, ...], process_count: int) -> tupl
     return tuple(int(c) for c in np.max(gathered.reshape(process_count, -1), axis=0))
 
 
+def train_shapes(
+    cfg: ml_collections.ConfigDict, process_count: int = 1
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The shapes training batches take, from the config alone.
+
+    Args:
+      cfg: the data config.
+      process_count: number of hosts (global rows are a multiple of it and of batch_multiple).
+
+    Returns:
+      (lengths, host-local rows): one entry per bucket, ascending lengths ending with max_len;
+      packed rows have the single length max_len. A host's batch of bucket i is
+      [rows[i], lengths[i]]; the global one has process_count times the rows.
+    """
+    lengths = (cfg.max_len,) if cfg.pack else config_lib.bucket_lengths(cfg)
+    rows = planning.rows_per_bucket(
+        cfg.tokens_per_batch, lengths, cfg.batch_multiple, process_count
+    )
+    return lengths, rows
+
+
 def make_train_iterator(
     cfg: ml_collections.ConfigDict,
     tokenizer: Tokenizer,
@@ -171,10 +192,7 @@ def make_train_iterator(
     process_index, process_count = resolve_processes(process_index, process_count)
     data, _ = tokenized_split(cfg, tokenizer, "train", workdir, process_index, process_count)
     data, dropped = tokenized.filter_by_length(data, cfg.max_len)
-    lengths = (cfg.max_len,) if cfg.pack else config_lib.bucket_lengths(cfg)
-    rows = planning.rows_per_bucket(
-        cfg.tokens_per_batch, lengths, cfg.batch_multiple, process_count
-    )
+    lengths, rows = train_shapes(cfg, process_count)
     if not cfg.pack and batches_per_bucket is None:
         buckets = planning.assign_buckets(data.src_lengths, data.tgt_lengths, lengths)
         local = planning.local_batches_per_bucket(buckets, rows)
