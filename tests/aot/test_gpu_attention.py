@@ -4,6 +4,7 @@ attention where it can express the mask, XLA's where it cannot (with the reason 
 Needs the `gpu-aot` extra (XLA's GPU compiler and cuDNN); skipped without it.
 """
 
+import importlib
 import importlib.util
 import re
 
@@ -14,7 +15,7 @@ from absl import logging
 from flax import nnx
 
 from transformer_jax import sharding as shd
-from transformer_jax.aot import targets
+from transformer_jax.aot import compile_config, targets
 from transformer_jax.nn.attention import causal_mask, segment_mask
 from transformer_jax.nn.multi_head import MultiHeadAttention
 
@@ -140,3 +141,22 @@ def test_the_mask_case_a_full_mask_broadcast_is_what_fixed(mesh):
         )  # fmt: skip
     assert causal_mask(3).shape == (1, 1, 3, 3)  # the masks the models build, for reference
     assert segment_mask(jnp.ones((2, 3), int), jnp.ones((2, 5), int)).shape == (2, 1, 3, 5)
+
+
+@pytest.mark.parametrize(
+    "name", ["tiny", "gpt_tiny", "bert_tiny", "bert_classify_tiny", "vit_tiny"]
+)
+def test_every_model_trains_through_cudnn_in_bfloat16(name):
+    """The default bfloat16 GPU path of each model (encoder-decoder with packed rows, GPT,
+    BERT pretraining and classification, a ViT with an odd number of tokens) compiles, its
+    train step on cuDNN's fused attention forward and backward."""
+    config = importlib.import_module(f"configs.{name}").get_config()
+    config.model.dtype = "bfloat16"
+    config.mesh = {"data": 2, "fsdp": 2, "tensor": 2}
+    result = compile_config(config, "h100x8", inference=False)
+    assert result.problems == []
+    assert result.plan.kernel == "cudnn"
+    train, evaluation = result.results
+    assert train.attention.startswith("cudnn") and "Backward" in train.attention
+    assert evaluation.attention.startswith("cudnn")
+    assert train.cost_estimated and train.flops > 0  # the GPU compiler gives no cost analysis

@@ -186,3 +186,35 @@ def test_resolve_kernel_by_backend_and_dtype():
     assert resolve_kernel("xla", jnp.float32, "cpu") == "xla"
     with pytest.raises(ValueError, match="attention_kernel='flash' is not one of"):
         resolve_kernel("flash", jnp.float32)
+
+
+@pytest.mark.parametrize("kind", ["none", "padding", "segments", "padding+causal"])
+def test_padding_odd_lengths_for_cudnn_changes_nothing(kind):
+    """cuDNN's backward pass takes only even lengths: the extra masked key and dropped query
+    that `kernel_attention` adds for it (T = 3, S = 5 here) leave outputs and gradients as
+    they were. Checked through XLA's implementation (cuDNN needs a GPU)."""
+    from transformer_jax.nn.attention import _even_lengths
+
+    q, k, v = _qkv(9)
+    mask = _mask_kinds()[kind]
+    if mask is not None:
+        mask = jnp.broadcast_to(mask, (*mask.shape[:2], T, S))
+
+    # A query with no key to attend to averages every value in XLA's kernel (kernel_attention
+    # then outputs 0 for it): compare the queries that have keys.
+    live = 1.0 if mask is None else jnp.any(mask, axis=-1).swapaxes(1, 2)[..., None]
+
+    def padded(q, k, v):
+        q2, k2, v2, m2 = _even_lengths(q, k, v, mask)
+        assert q2.shape[1] % 2 == 0 and k2.shape[1] % 2 == 0
+        out = jax.nn.dot_product_attention(q2, k2, v2, mask=m2, implementation="xla")
+        return out[:, :T] * live
+
+    def plain(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, mask=mask, implementation="xla") * live
+
+    np.testing.assert_allclose(padded(q, k, v), plain(q, k, v), rtol=1e-6, atol=1e-6)
+    grads = jax.grad(lambda *a: jnp.sum(jnp.sin(padded(*a))), argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(lambda *a: jnp.sum(jnp.sin(plain(*a))), argnums=(0, 1, 2))(q, k, v)
+    for got, expected in zip(grads, want, strict=True):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)

@@ -219,6 +219,9 @@ def target_devices(target: Target) -> list:
     check_extra(target)
     if target.chip.platform == "tpu":
         os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")  # No metadata server to ask.
+        # No chip to claim either: let several processes load libtpu (its lock file would make
+        # a second compiling process fail).
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
         topology = topologies.get_topology_desc(
             platform="tpu",
             topology_name=target.topology,

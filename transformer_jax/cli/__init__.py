@@ -25,6 +25,7 @@ COMMANDS = {
     "classify-image": ("classify_image", "classify image files with a ViT run"),
     "evaluate": ("evaluate", "score a split of a run's data with its task's measures"),
     "plot": ("plot", "draw a workdir's loss and validation curves"),
+    "compile": ("compile", "compile a config's programs for TPUs/GPUs here; memory, FLOPs"),
 }
 PROG = "transformer-jax"
 

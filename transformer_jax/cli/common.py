@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pathlib
 import sys
 from collections.abc import Callable, Sequence
 from typing import BinaryIO
@@ -110,10 +111,11 @@ class Command:
     define: Callable[[flags.FlagValues], None]
     body: Callable[[flags.FlagValues, list[str]], int | None]
     positional: str | None = None  # e.g. "IMAGE ..." when the command takes arguments
+    usage_flags: str = "--workdir=DIR"  # The flags the usage line shows.
 
     def usage(self) -> str:
         args = f" [{self.positional}]" if self.positional else ""
-        return f"usage: {self.prog} --workdir=DIR [flags]{args}"
+        return f"usage: {self.prog} {self.usage_flags} [flags]{args}"
 
     def help(self, fv: flags.FlagValues) -> str:
         """The usage line, the command's docstring and its flags (absl's own left out)."""
@@ -131,12 +133,21 @@ class Command:
         if any(a in HELP_FLAGS for a in argv):
             sys.stdout.write(self.help(fv))
             return 0
+        root = config_root(argv)  # A --config file may import the modules beside it.
+        if root is not None and str(root) not in sys.path:
+            sys.path.insert(0, str(root))
         try:
             args = fv([self.prog, *argv])[1:]
             if args and not self.positional:
                 raise flags.Error(f"unexpected arguments {args}: every input is a --flag=value.")
         except flags.Error as e:
-            print(f"error: {e}\n{self.usage()}  (--help lists the flags)", file=sys.stderr)
+            problem = str(e)
+        except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections'
+            problem = f"a --config override does not fit the config: {config_problem(e)}"
+        else:
+            problem = None
+        if problem is not None:
+            print(f"error: {problem}\n{self.usage()}  (--help lists the flags)", file=sys.stderr)
             return USAGE_ERROR
         quiet_logs()
         try:
@@ -146,6 +157,21 @@ class Command:
         except (CheckpointError, ValueError, TypeError, OSError, ImportError) as e:
             print(f"error: {e}", file=sys.stderr)  # ImportError: an extra to install, named
         return 1
+
+
+def config_root(argv: Sequence[str], default: pathlib.Path | None = None) -> pathlib.Path | None:
+    """The folder above the package of the `--config` file in `argv` (or of `default`), which
+    goes on the import path so that a config may import its neighbours (`configs.common`)."""
+    path = default
+    for i, arg in enumerate(argv):
+        if arg.startswith("--config="):
+            path = pathlib.Path(arg.split("=", 1)[1])
+        elif arg == "--config" and i + 1 < len(argv):
+            path = pathlib.Path(argv[i + 1])
+    if path is None:
+        return None
+    folder = path.resolve().parent
+    return folder.parent if (folder / "__init__.py").is_file() else None
 
 
 def config_problem(error: BaseException) -> str:

@@ -16,7 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer_jax.cli.common import config_problem
+from transformer_jax.cli.common import config_problem, config_root
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.nonfinite import NonFiniteError
 from transformer_jax.training.run_lock import WorkdirBusyError
@@ -77,18 +77,6 @@ def main(argv):
         sys.exit(f"error: {e}\n(With --verbosity=0 the traceback is shown too.)")
 
 
-def config_root(argv: list[str]) -> pathlib.Path | None:
-    """The folder above the package of the `--config` file (default: the source tree's)."""
-    path = DEFAULT_CONFIG
-    for i, arg in enumerate(argv):
-        if arg.startswith("--config="):
-            path = pathlib.Path(arg.split("=", 1)[1])
-        elif arg == "--config" and i + 1 < len(argv):
-            path = pathlib.Path(argv[i + 1])
-    folder = path.resolve().parent
-    return folder.parent if (folder / "__init__.py").is_file() else None
-
-
 def parse_flags(argv: list[str]) -> list[str]:
     """absl's parse, with a bad flag or `--config.` override told in one line (exit code 2)."""
     try:
@@ -104,7 +92,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 def run(argv: list[str] | None = None) -> None:
     """Parses `argv` (default: the process's, without the program name) and trains."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    root = config_root(argv)
+    root = config_root(argv, DEFAULT_CONFIG)
     if root is not None and str(root) not in sys.path:
         sys.path.insert(0, str(root))
     app.run(main, argv=["train.py", *argv], flags_parser=parse_flags)

@@ -43,6 +43,9 @@ def _probabilities(graphdef, params, tokens, segments):
     return jax.nn.softmax(model.classify(model.pool(model(tokens, segments))), axis=-1)
 
 
+probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.
+
+
 def label_names(names: object) -> list[str]:
     """The `label_names` of a labels.json, checked: a list of distinct strings."""
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

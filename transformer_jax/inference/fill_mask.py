@@ -47,6 +47,9 @@ def _top_k(graphdef, params, tokens, segments, allowed, k: int):
     return probs, ids
 
 
+top_k_program = _top_k  # What `transformer_jax.aot` compiles ahead of time.
+
+
 class MaskFiller:
     """The masked-LM head of a BERT workdir, guessing `[MASK]`s."""
 

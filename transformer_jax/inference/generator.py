@@ -103,6 +103,9 @@ def _generate(graphdef, params, prompt, start, filler, key, temperature, top_k, 
     ).tokens
 
 
+generate_program = _generate  # What `transformer_jax.aot` compiles ahead of time.
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "cache_len"))
 def _prefill_jit(graphdef, params, prompt, start, *, cache_len):
     return _prefill(nnx.merge(graphdef, params), prompt, start, cache_len)

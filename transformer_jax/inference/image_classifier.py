@@ -37,6 +37,9 @@ def _probabilities(graphdef, params, images):
     return jax.nn.softmax(nnx.merge(graphdef, params)(images), axis=-1)
 
 
+probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.
+
+
 @functools.partial(jax.jit, static_argnums=(0,))
 def _attention(graphdef, params, images):
     logits, weights = nnx.merge(graphdef, params)(images, return_attention=True)

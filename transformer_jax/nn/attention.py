@@ -220,25 +220,44 @@ def kernel_attention(
 
 def _cudnn_or_xla(query, key, value, mask, is_causal):
     """cuDNN's fused attention, or XLA's where cuDNN cannot take these inputs (logged once
-    per traced shape with cuDNN's reason: e.g. a head dim that is not a multiple of 8, odd
-    lengths in training with a mask, float32, or cuDNN not installed).
+    per traced shape with cuDNN's reason: e.g. a head dim that is not a multiple of 8,
+    float32, or cuDNN not installed).
 
     cuDNN takes a mask only as a bias of the full `[#B, #N, T, S]` shape: the `[B, 1, 1, S]`
     padding masks of the models are broadcast over the queries first (what cuDNN reads
-    anyway). `is_causal` stays a flag: cuDNN then skips the masked blocks.
+    anyway). `is_causal` stays a flag: cuDNN then skips the masked blocks. cuDNN's backward
+    pass takes only even lengths: an odd T or S (a ViT's patches + [CLS]) gets one more
+    query / key, masked out, and the extra query's output is dropped.
     """
+    t, s = query.shape[1], key.shape[1]
     if mask is not None:
-        t, s = query.shape[1], key.shape[1]
         mask = jnp.broadcast_to(mask, (*mask.shape[:2], t, s))
+    if t % 2 or s % 2:
+        query, key, value, mask = _even_lengths(query, key, value, mask)
     try:
-        return jax.nn.dot_product_attention(
+        out = jax.nn.dot_product_attention(
             query, key, value, mask=mask, is_causal=is_causal, implementation="cudnn"
         )
     except (ValueError, NotImplementedError, RuntimeError) as e:
         _log_fallback(query.shape, key.shape, str(query.dtype), str(e))
-        return jax.nn.dot_product_attention(
+        out = jax.nn.dot_product_attention(
             query, key, value, mask=mask, is_causal=is_causal, implementation="xla"
         )
+    return out[:, :t]
+
+
+def _even_lengths(query, key, value, mask):
+    """Queries and keys/values padded to even lengths, the added keys masked out."""
+    t, s = query.shape[1], key.shape[1]
+    dt, ds = t % 2, s % 2
+
+    def pad(x, extra):
+        return jnp.pad(x, ((0, 0), (0, extra), (0, 0), (0, 0)))
+
+    if mask is None:
+        mask = jnp.ones((1, 1, t, s), bool)
+    mask = jnp.pad(mask, ((0, 0), (0, 0), (0, dt), (0, ds)))  # added keys: False
+    return pad(query, dt), pad(key, ds), pad(value, ds), mask
 
 
 @functools.lru_cache(maxsize=64)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import abc
 import copy
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jax
@@ -144,6 +144,24 @@ class Task(abc.ABC):
     def absolute_data_paths(data: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         """The data section with its file paths made absolute (none by default)."""
         return data
+
+    @classmethod
+    def without_data(cls, config: ml_collections.ConfigDict) -> Task:
+        """The task with its config and no data: `loss_fn`, `normalizer` and
+        `inference_programs` work, nothing that reads data does. What compiling ahead of time
+        (`transformer_jax.aot`) uses, where the data may not exist."""
+        task = cls.__new__(cls)
+        task.config, task.workdir = config, None
+        return task
+
+    def inference_programs(
+        self, graphdef: nnx.GraphDef, params: nnx.State, mesh: Mesh
+    ) -> dict[str, tuple[Callable[[], Any], int, str]]:
+        """The task's serving programs, to compile ahead of time from shapes: name ->
+        (lower() -> jax Lowered, items per call, unit). `params` are ShapeDtypeStructs with
+        their shardings on `mesh`; inputs take the config's serving batch. None by default."""
+        del graphdef, params, mesh
+        return {}
 
     @abc.abstractmethod
     def data_values(self) -> Mapping[str, Any]:

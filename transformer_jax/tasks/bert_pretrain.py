@@ -20,10 +20,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax import sharding as shd
 from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.tokenizer import configured_vocab_size
+from transformer_jax.inference import fill_mask
 from transformer_jax.tasks import losses
 from transformer_jax.tasks.base import (
     ScoreOptions,
@@ -165,6 +167,19 @@ class BertPretrainTask(Task):
 
     def summarize(self, sums):
         return pretrain_summary(sums)
+
+    def inference_programs(self, graphdef, params, mesh):
+        """Fill-mask: the 5 best guesses at every position of `data.eval_batch_size` texts of
+        `data.max_len` tokens."""
+        rows, length = self.config.data.eval_batch_size, self.config.data.max_len
+        vocab = self.abstract_data_values(self.config)["vocab_size"]
+        tokens = shd.abstract_input((rows, length), jnp.int32, mesh)
+        allowed = jax.ShapeDtypeStruct((vocab,), jnp.bool_, sharding=shd.replicated(mesh))
+
+        def lower():
+            return fill_mask.top_k_program.lower(graphdef, params, tokens, tokens, allowed, 5)
+
+        return {"fill-mask": (lower, rows * length, "token")}
 
     def score_split(
         self, model: nnx.Module, split: str, *, mesh: Mesh, options: ScoreOptions | None = None

@@ -22,6 +22,7 @@ from transformer_jax import storage
 from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import numbers_pair, pipeline, stdlib_packages
 from transformer_jax.data.tokenizer import configured_vocab_size
+from transformer_jax.inference import classifier
 from transformer_jax.tasks import classify_baselines
 from transformer_jax.tasks.base import check_positions
 from transformer_jax.tasks.label_sums import label_sums
@@ -149,6 +150,10 @@ class ClassificationTask(LabelTask):
         """`inputs` and `segment_ids`, int32 [rows, data.max_len]."""
         shape = (rows, config.data.max_len)
         return {k: jax.ShapeDtypeStruct(shape, jnp.int32) for k in ("inputs", "segment_ids")}
+
+    @staticmethod
+    def probabilities_program():
+        return classifier.probabilities_program
 
     def train_iterator(self):
         return pipeline.ClassifyTrainIterator(self.encoded("train"), self.config.data)

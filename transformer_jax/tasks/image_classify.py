@@ -20,6 +20,7 @@ from flax import nnx
 
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import digits, folder, pipeline, tfds_source
+from transformer_jax.inference import image_classifier
 from transformer_jax.tasks import image_baselines
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
@@ -138,6 +139,10 @@ class ImageClassificationTask(LabelTask):
         values = cls.abstract_data_values(config)
         shape = (rows, values["image_height"], values["image_width"], values["channels"])
         return {"images": jax.ShapeDtypeStruct(shape, jnp.float32)}
+
+    @staticmethod
+    def probabilities_program():
+        return image_classifier.probabilities_program
 
     def train_iterator(self):
         return pipeline.ImageTrainIterator(self.dataset.splits["train"], self.config.data)

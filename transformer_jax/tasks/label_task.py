@@ -21,6 +21,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax import sharding as shd
 from transformer_jax import storage
 from transformer_jax.tasks.base import ScoreOptions, SplitScores, Task, check_split
 from transformer_jax.tasks.label_sums import confusion_table, describe, label_summary
@@ -72,6 +73,22 @@ class LabelTask(Task):
         cls, config: ml_collections.ConfigDict, rows: int
     ) -> dict[str, jax.ShapeDtypeStruct]:
         """The inputs of a batch of `rows` examples (besides labels and weights)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def probabilities_program():
+        """The jitted serving function `f(graphdef, params, *inputs)` -> class probabilities,
+        its inputs in `example_spec`'s order."""
+
+    def inference_programs(self, graphdef, params, mesh):
+        """The classifier's forward pass (class probabilities) over `data.eval_batch_size`
+        examples."""
+        rows = self.config.data.eval_batch_size
+        inputs = [shd.abstract_input(v.shape, v.dtype, mesh)
+                  for v in self.example_spec(self.config, rows).values()]  # fmt: skip
+        program = self.probabilities_program()
+        unit = "image" if any(len(v.shape) == 4 for v in inputs) else "row"
+        return {"forward": (lambda: program.lower(graphdef, params, *inputs), rows, unit)}
 
     @abc.abstractmethod
     def labels_info(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax import sharding as shd
 from transformer_jax import storage
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.lm import config as lm_config
@@ -30,7 +31,7 @@ from transformer_jax.data.lm.config import SPLITS
 from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.data.tokenizer import configured_vocab_size
-from transformer_jax.inference.generator import Generator
+from transformer_jax.inference.generator import Generator, generate_program
 from transformer_jax.tasks import losses, text_baselines
 from transformer_jax.tasks.base import (
     ScoreOptions,
@@ -217,6 +218,29 @@ class LanguageModelTask(Task):
 
     def summarize(self, sums):
         return lm_summary(sums)
+
+    def inference_programs(self, graphdef, params, mesh):
+        """Sampling (temperature, top-k, top-p) of 32 prompts of half the context, continued
+        to its end with the KV cache."""
+        rows, context = 32, self.config.data.max_len
+        width = max(context // 2, 1)
+        max_new = context - width + 1
+
+        def spec(shape, dtype):
+            return shd.abstract_input(shape, dtype, mesh)
+
+        key = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=shd.replicated(mesh))
+        scalars = [jax.ShapeDtypeStruct((), d, sharding=shd.replicated(mesh))
+                   for d in (jnp.float32, jnp.int32, jnp.float32)]  # fmt: skip
+        args = (graphdef, params, spec((rows, width), jnp.int32), spec((rows,), jnp.int32),
+                spec((rows,), jnp.bool_), key, *scalars)  # fmt: skip
+
+        def lower():
+            return generate_program.lower(
+                *args, cache_len=width - 1 + max_new, max_new=max_new, greedy=False
+            )
+
+        return {"sampling": (lower, rows * max_new, "token")}
 
     def samples(
         self, model: nnx.Module, split: str, count: int, mesh: Mesh

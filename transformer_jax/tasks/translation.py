@@ -17,9 +17,11 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax import sharding as shd
 from transformer_jax.data import translation as data_lib
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.data.translation.config import check_text_split_fields, with_absolute_paths
+from transformer_jax.inference import decoding
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
 from transformer_jax.tasks import losses
@@ -160,6 +162,28 @@ class TranslationTask(Task):
 
     def summarize(self, sums):
         return losses.summarize(sums)
+
+    def inference_programs(self, graphdef, params, mesh):
+        """Greedy decoding and beam search (K=4, §6.1) of `decode_batch_size` sources of
+        `data.max_len` tokens, each to its default output length."""
+        rows, length = self.config.decode_batch_size, self.config.data.max_len
+        src = shd.abstract_input((rows, length), jnp.int32, mesh)
+        out_len = decoding.output_length(nnx.merge(graphdef, params), length, None)
+
+        def greedy(params, src):
+            return decoding.greedy_decode(nnx.merge(graphdef, params), src)
+
+        def beam(params, src):
+            return decoding.beam_search(nnx.merge(graphdef, params), src, beam_size=4)
+
+        return {
+            "greedy decoding": (
+                lambda: jax.jit(greedy).lower(params, src),
+                rows * out_len,
+                "token",
+            ),
+            "beam-4 decoding": (lambda: jax.jit(beam).lower(params, src), rows * out_len, "token"),
+        }
 
     def pairs(self, split: str) -> list[tuple[str, str]]:
         """The (source, target) texts of a split, read once per run."""

@@ -73,12 +73,12 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
-    _check_batch_split(config)
+    check_batch_split(config, jax.device_count())
     return task_cls
 
 
-def _check_batch_split(config: ml_collections.ConfigDict) -> None:
-    """Refuses a mesh whose batch axes do not divide every batch.
+def check_batch_split(config: ml_collections.ConfigDict, num_devices: int) -> None:
+    """Refuses a mesh (over `num_devices`) whose batch axes do not divide every batch.
 
     Global rows are multiples of `config.data.batch_multiple`: the config fixes the batches,
     not the devices, so a run resumes with the same batches on another mesh. The mesh's batch
@@ -87,12 +87,12 @@ def _check_batch_split(config: ml_collections.ConfigDict) -> None:
     multiple = config.data.get("batch_multiple")
     if multiple is None:  # A task whose batches are not counted in rows.
         return
-    sizes = dict(zip(MESH_AXES, mesh_sizes(dict(config.mesh), jax.device_count()), strict=True))
+    sizes = dict(zip(MESH_AXES, mesh_sizes(dict(config.mesh), num_devices), strict=True))
     ways = int(np.prod([sizes[a] for a in BATCH_AXES]))
     if multiple % ways:
         axes = " x ".join(f"{a}={sizes[a]}" for a in BATCH_AXES)
         raise ValueError(
-            f"config.mesh {dict(config.mesh)} on {jax.device_count()} devices splits every "
+            f"config.mesh {dict(config.mesh)} on {num_devices} devices splits every "
             f"batch {ways} ways ({axes}), which does not divide "
             f"config.data.batch_multiple={multiple} (global rows per batch are multiples of "
             f"it). Choose config.mesh sizes whose data x fsdp divides {multiple} (e.g. put "

@@ -35,6 +35,26 @@ def create_train_state(
     Returns:
       (graphdef, state, state_shardings).
     """
+    graphdef, init, _, shardings = _initializer(model_cfg, tx, mesh)
+    state = jax.jit(init, out_shardings=shardings)(jax.random.key(seed))
+    return graphdef, state, shardings
+
+
+def abstract_train_state(
+    model_cfg: Any, tx: optax.GradientTransformation, mesh: Mesh
+) -> tuple[nnx.GraphDef, TrainState, TrainState]:
+    """The train state's shapes, dtypes and shardings, nothing allocated: what a step is
+    compiled from ahead of time (`transformer_jax.aot`), on any devices.
+
+    Returns:
+      (graphdef, state of ShapeDtypeStructs carrying their NamedShardings, state_shardings).
+    """
+    graphdef, _, abstract_state, shardings = _initializer(model_cfg, tx, mesh)
+    return graphdef, abstract_with_shardings(abstract_state, shardings), shardings
+
+
+def _initializer(model_cfg, tx, mesh):
+    """(graphdef, init(key) -> TrainState, its abstract result, its shardings)."""
     graphdef, abstract_params = models.abstract_model(model_cfg)
     p_shard = shd.param_shardings(abstract_params, mesh)
 
@@ -43,9 +63,7 @@ def create_train_state(
         return TrainState(step=jnp.zeros((), jnp.int32), params=params, opt_state=tx.init(params))
 
     abstract_state = jax.eval_shape(init, jax.random.key(0))
-    shardings = state_shardings(abstract_state, tx, p_shard, mesh)
-    state = jax.jit(init, out_shardings=shardings)(jax.random.key(seed))
-    return graphdef, state, shardings
+    return graphdef, init, abstract_state, state_shardings(abstract_state, tx, p_shard, mesh)
 
 
 def state_shardings(abstract_state: TrainState, tx, p_shard, mesh: Mesh) -> TrainState:

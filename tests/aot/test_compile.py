@@ -1,0 +1,112 @@
+"""Every model's tiny config compiled for a TPU slice on this CPU: train, eval and serving
+programs, with the memory, FLOPs, collectives and attention the compiler reports.
+
+Needs the `aot` extra (libtpu), which the README's test command installs.
+"""
+
+import importlib.util
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from configs import bert_classify_tiny, bert_tiny, gpt_tiny, tiny, vit_tiny
+from transformer_jax.aot import OutOfMemoryError, compile_config, report
+from transformer_jax.aot.targets import parse_target
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is None,
+    reason='needs the aot extra: pip install -e ".[aot]"',
+)
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MESH = {"data": 2, "fsdp": 2, "tensor": 2}  # every axis of the mesh in use
+SERVING = {
+    "tiny": ["greedy decoding", "beam-4 decoding"],
+    "gpt_tiny": ["sampling"],
+    "bert_tiny": ["fill-mask"],
+    "bert_classify_tiny": ["forward"],
+    "vit_tiny": ["forward"],
+}
+CONFIGS = {"tiny": tiny, "gpt_tiny": gpt_tiny, "bert_tiny": bert_tiny,
+           "bert_classify_tiny": bert_classify_tiny, "vit_tiny": vit_tiny}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_tiny_configs_compile_for_a_tpu_slice_on_a_three_axis_mesh(name):
+    config = CONFIGS[name].get_config()
+    config.mesh = MESH
+    result = compile_config(config, "v5e-8")
+    assert result.problems == []
+    assert [r.name for r in result.results] == ["train step", "eval step", *SERVING[name]]
+    assert result.plan.kernel == "xla"  # the TPU's choice, made on this CPU host
+    assert dict(result.plan.mesh.shape) == MESH
+    assert result.plan.param_bytes > 0 and result.plan.optimizer_bytes > 0
+    for r in result.results:
+        assert r.attention == "xla"
+        assert r.argument_bytes > 0 and r.total_bytes > r.argument_bytes - r.alias_bytes
+        assert r.flops is not None and r.flops > 0 and not r.cost_estimated
+        assert report.roofline_seconds(r, result.target) > 0
+    train = result.results[0]
+    assert train.collectives.get("all-gather", 0) > 0  # fsdp gathers the parameters
+    assert train.collectives.get("all-reduce", 0) > 0  # the gradients
+    assert "train step" in result.text and "TPU v5e" in result.text
+
+
+def test_a_plan_too_large_for_the_chip_says_by_how_much_and_what_to_change():
+    config = tiny.get_config()
+    config.data.vocab_size = 2_000_000  # 16 GiB of embeddings and 32 of Adam: not on a v5e
+    config.model.d_model = 2048
+    config.model.num_heads = 8
+    result = compile_config(config, "v5e-1", inference=False)
+    assert len(result.problems) == 2  # train and eval steps
+    message = str(result.problems[0])
+    assert "the train step needs" in message and "more than 15.75 GiB" in message
+    assert "--config.mesh.fsdp=N" in message and "--config.model.remat=full" in message
+
+
+def test_memory_beyond_the_chip_is_an_error_where_the_compiler_does_not_refuse():
+    target = parse_target("h100x1")
+    fits = report.Compiled("train step", 1.0, 2**30, 0, 0, 70 * 2**30, 0, None, None, {}, "x", 1,
+                           "token")  # fmt: skip
+    report.check_fits(fits, target)
+    too_big = report.Compiled("train step", 1.0, 2**30, 0, 0, 80 * 2**30, 0, None, None, {},
+                              "x", 1, "token")  # fmt: skip
+    with pytest.raises(OutOfMemoryError, match=r"needs 81.00 GiB per device, 6.49 GiB more"):
+        report.check_fits(too_big, target)
+
+
+def compile_command(*args):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_jax.compile", *args],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+
+
+def test_the_command_prints_the_table_and_takes_overrides():
+    done = compile_command(
+        "--config=configs/tiny.py", "--target=v5e-4", "--mesh=fsdp=2", "--noinference",
+        "--config.model.dtype=bfloat16", "--measured_step_s=0.001",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 1}" in done.stdout
+    assert "dtype bfloat16" in done.stdout and "train step" in done.stdout
+    assert "of the chip's peak" in done.stdout  # the measured step's utilisation
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["--target=v5e-7"], 1, "not a known accelerator. Known: v4-N"),
+        (["--target=v5e-8", "--mesh=data=3"], 1, "does not fit v5e-8 (8 devices)"),
+        (["--target=v5e-8", "--config.model.d_modl=8"], 2, "does not fit the config"),
+        (["--target=v5e-8", "--mesh=tensor"], 1, "is not axis=size"),
+    ],
+)
+def test_bad_input_is_one_error_line(args, code, message):
+    done = compile_command("--config=configs/tiny.py", *args)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr

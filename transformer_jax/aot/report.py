@@ -1,0 +1,263 @@
+"""What a compiled program needs on its target: memory per device against the chip's HBM,
+FLOPs, the collectives it runs, the attention it ended up with, and a roofline bound.
+
+The bound is max(FLOPs / peak FLOP/s, bytes accessed / HBM bandwidth) per device, from the
+compiler's own cost analysis and the chip's published peaks (`targets.CHIPS`): no step can be
+faster, and real steps are slower (communication, imperfect overlap). It is a bound, not a
+measurement.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+import time
+
+from transformer_jax.aot.programs import Plan, Program
+from transformer_jax.aot.targets import Target
+
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
+_CUDNN_ATTENTION = re.compile(r'custom_call_target="(__cudnn\$fmha[A-Za-z]*)"')
+_OOM = re.compile(r"\(([\d.]+[KMGT]?)\) exceeds available HBM \(([\d.]+[KMGT]?)\)")
+
+# The config fields that trade memory for time or spread it over more chips.
+MEMORY_FIELDS = (
+    "--config.mesh.fsdp=N (shards parameters and optimizer state over N devices)",
+    "--config.mesh.tensor=N (shards heads, feed-forward width and vocabulary)",
+    "--config.model.remat=full (recomputes activations in the backward pass)",
+    "--config.model.scan_layers=True (one layer's temporaries at a time)",
+    "--config.grad_accum_steps=N (micro-batches: 1/N of the activations)",
+    '--config.model.dtype="bfloat16" (half the activation memory)',
+)
+
+
+# Without a GPU the compiler cannot time candidate kernels, and its untimed choice of Triton
+# matrix-product tiles failed on some small shapes ("Couldn't find output tile sizes"): the
+# library matrix products (cuBLAS) compile for every shape.
+GPU_OPTIONS = {"xla_gpu_enable_triton_gemm": False}
+
+
+class OutOfMemoryError(ValueError):
+    """A program does not fit its target's memory (says by how much and what to change)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    """One compiled program's figures, per device."""
+
+    name: str
+    compile_s: float
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int  # Outputs written over donated arguments (the train state).
+    temp_bytes: int
+    code_bytes: int
+    flops: float | None  # Per device, from the compiler's cost analysis (None: not given).
+    bytes_accessed: float | None
+    collectives: dict[str, int]
+    attention: str  # The attention the program runs (a cuDNN custom call, or XLA's ops).
+    items: int
+    unit: str
+    loops: bool = False  # Holds a while loop, whose body the cost analysis counts once.
+    cost_estimated: bool = False  # FLOPs from the unpartitioned program over the devices.
+
+    @property
+    def total_bytes(self) -> int:
+        """Memory the program needs on one device while it runs."""
+        return (
+            self.argument_bytes
+            + self.output_bytes
+            - self.alias_bytes
+            + self.temp_bytes
+            + self.code_bytes
+        )
+
+
+def compile_program(program: Program, target: Target, kernel: str) -> Compiled:
+    """Lowers and compiles `program` for `target`; its figures.
+
+    Raises:
+      OutOfMemoryError: the compiler found the program too large for the chip's memory.
+    """
+    started = time.perf_counter()
+    lowered = program.lower()
+    try:
+        compiled = lowered.compile(GPU_OPTIONS if target.chip.platform == "gpu" else None)
+    except Exception as e:  # The compiler's own error type is not public API.
+        if "RESOURCE_EXHAUSTED" in str(e):
+            raise out_of_memory(program.name, target, str(e)) from None
+        raise
+    seconds = time.perf_counter() - started
+    memory = compiled.memory_analysis()
+    flops, accessed = _cost(compiled, lowered)
+    text = compiled.as_text() or ""
+    return Compiled(
+        name=program.name,
+        compile_s=seconds,
+        argument_bytes=int(memory.argument_size_in_bytes),
+        output_bytes=int(memory.output_size_in_bytes),
+        alias_bytes=int(memory.alias_size_in_bytes),
+        temp_bytes=int(memory.temp_size_in_bytes),
+        code_bytes=int(memory.generated_code_size_in_bytes),
+        flops=flops,
+        bytes_accessed=accessed,
+        collectives=count_collectives(text),
+        attention=attention_in(text, kernel),
+        items=program.items,
+        unit=program.unit,
+        loops=" while(" in text,
+    )
+
+
+def _cost(compiled, lowered) -> tuple[float | None, float | None]:
+    """(FLOPs, bytes accessed) per device: the compiled program's analysis where the backend
+    gives one (TPU), else XLA's analysis of the program before optimisation (GPU)."""
+    for source in (compiled, lowered):
+        try:
+            cost = source.cost_analysis()
+        except Exception:  # Some backends do not implement it.
+            cost = None
+        if isinstance(cost, list):
+            cost = cost[0] if cost else None
+        if cost and cost.get("flops"):
+            return float(cost["flops"]), float(cost.get("bytes accessed", 0.0)) or None
+    return None, None
+
+
+def count_collectives(hlo_text: str) -> dict[str, int]:
+    """How many of each collective operation the optimised program holds (async pairs once)."""
+    counts = collections.Counter()
+    for name in COLLECTIVES:
+        counts[name] = len(re.findall(rf"= [^=]*? {name}(?:-start)?\(", hlo_text))
+    return {k: v for k, v in counts.items() if v}
+
+
+def attention_in(hlo_text: str, kernel: str) -> str:
+    """The attention the compiled program runs: cuDNN's fused kernels by their custom calls,
+    else what the model chose ("xla": XLA's fused ops; "reference": the written-out einsums)."""
+    calls = sorted(set(_CUDNN_ATTENTION.findall(hlo_text)))
+    if calls:
+        return "cudnn " + "+".join(c.removeprefix("__cudnn$") for c in calls)
+    if kernel == "cudnn":  # Cached decoding attends through the equation; or a logged fallback.
+        return "no cuDNN call (cached decoding, or XLA where cuDNN could not: see the log)"
+    return kernel
+
+
+def _parse_size(text: str) -> float:
+    units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    return float(text[:-1] if text[-1] in units else text) * units.get(text[-1], 1)
+
+
+def out_of_memory(name: str, target: Target, message: str) -> OutOfMemoryError:
+    """The error for a program the compiler refused for lack of memory."""
+    found = _OOM.search(message)
+    if found:
+        need, have = (_parse_size(x) for x in found.groups())
+        what = (
+            f"needs {gib(need)} (the compiler's figure), {gib(need - have)} more than {gib(have)}"
+        )
+    else:
+        what = f"does not fit ({message.splitlines()[0][:200]})"
+    return OutOfMemoryError(
+        f"the {name} {what} per {target.chip.name} chip on {target.name}. Spread or shrink it: "
+        + "; ".join(MEMORY_FIELDS)
+        + "."
+    )
+
+
+def check_fits(result: Compiled, target: Target) -> None:
+    """Raises OutOfMemoryError when the program needs more than the chip's memory."""
+    hbm = target.chip.hbm_bytes
+    if result.total_bytes > hbm:
+        raise OutOfMemoryError(
+            f"the {result.name} needs {gib(result.total_bytes)} per device, "
+            f"{gib(result.total_bytes - hbm)} more than the {gib(hbm)} of a {target.chip.name}"
+            f" on {target.name}. Spread or shrink it: " + "; ".join(MEMORY_FIELDS) + "."
+        )
+
+
+def roofline_seconds(result: Compiled, target: Target) -> float | None:
+    """The lower bound on one call's time: max(FLOPs / peak, bytes / bandwidth) per device."""
+    if result.flops is None:
+        return None
+    chip = target.chip
+    bound = result.flops / chip.peak_bf16_flops
+    if result.bytes_accessed:
+        bound = max(bound, result.bytes_accessed / chip.hbm_bandwidth)
+    return bound
+
+
+def gib(n: int | float) -> str:
+    return f"{n / 2**30:,.2f} GiB"
+
+
+def size(n: int | float) -> str:
+    """Bytes in GiB, or MiB below one GiB."""
+    return gib(n) if abs(n) >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def _flops(r: Compiled, x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    mark = (">=" if r.loops else "") + ("~" if r.cost_estimated else "")
+    return f"{mark}{x:.3g}"
+
+
+def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=None) -> str:
+    """The report: the state per device, then one row per program, then the bounds."""
+    chip, mesh = target.chip, plan.mesh
+    lines = [
+        f"target {target.name}: {target.num_devices} x {chip.name} ({size(chip.hbm_bytes)} "
+        f"each), mesh {dict(mesh.shape)}",
+        f"model: {plan.param_count:,} parameters, dtype {plan.model_cfg.dtype}, attention "
+        f"kernel {plan.kernel} (the choice for {chip.platform})",
+        f"per device: parameters {size(plan.param_bytes)}, optimizer state "
+        f"{size(plan.optimizer_bytes)}",
+        "",
+        f"{'program':<16} {'compile':>8} {'arguments':>11} {'temporaries':>11} {'code':>9} "
+        f"{'total':>11} {'of HBM':>7} {'FLOPs/device':>13} {'FLOPs/item':>13} {'bound':>9}",
+    ]
+    for r in results:
+        bound = roofline_seconds(r, target)
+        per_item = (
+            None if r.flops is None or not r.items else r.flops * target.num_devices / r.items
+        )
+        lines.append(
+            f"{r.name:<16} {r.compile_s:>7.1f}s {size(r.argument_bytes):>11} "
+            f"{size(r.temp_bytes):>11} {size(r.code_bytes):>9} {size(r.total_bytes):>11} "
+            f"{r.total_bytes / chip.hbm_bytes:>7.1%} {_flops(r, r.flops):>13} "
+            f"{_flops(r, per_item) + ('/' + r.unit if per_item else ''):>13} "
+            f"{'n/a' if bound is None else f'{bound * 1e3:.3g} ms':>9}"
+        )
+    if not results:
+        lines.append("(no program fits: see the errors below)")
+    lines.append("")
+    for r in results:
+        collectives = ", ".join(f"{k} x{v}" for k, v in r.collectives.items()) or "none"
+        lines.append(f"{r.name}: attention {r.attention}; collectives {collectives}")
+    lines += [
+        "",
+        "bound: max(FLOPs / peak bf16 FLOP/s, bytes accessed / HBM bandwidth) per device: a "
+        "lower bound on the time of one call, not a measurement.",
+        f"Chip figures: {chip.source}.",
+    ]
+    if any(r.loops for r in results):
+        lines.append(
+            ">=: the program loops (decoding steps, scanned layers, micro-batches) and the "
+            "compiler's cost analysis counts each loop body once."
+        )
+    if any(r.cost_estimated for r in results):
+        lines.append(
+            "~: the GPU compiler gives no cost analysis; FLOPs and bytes are the unpartitioned "
+            "program's (XLA's analysis on this host) divided by the devices."
+        )
+    train = next((r for r in results if r.name == "train step"), None)
+    if measured_step_s and train is not None and train.flops is not None:
+        use = train.flops / (measured_step_s * chip.peak_bf16_flops)
+        lines.append(
+            f"At the measured {measured_step_s:g} s per train step the compiled FLOPs run at "
+            f"{use:.1%} of the chip's peak (with remat they include the recomputation, so the "
+            "model FLOPs utilisation is lower)."
+        )
+    return "\n".join(lines)
