@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from configs import bert_classify_tiny, bert_tiny, gpt_tiny, tiny, vit_tiny
-from transformer_jax.aot import OutOfMemoryError, compile_config, report
+from transformer_jax.aot import OutOfMemoryError, compile_config, fit_config, report
 from transformer_jax.aot.targets import parse_target
 
 pytestmark = pytest.mark.skipif(
@@ -110,3 +110,15 @@ def test_bad_input_is_one_error_line(args, code, message):
     assert done.returncode == code, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_fit_moves_on_to_the_first_setting_that_fits():
+    config = tiny.get_config()
+    config.data.vocab_size = 700_000  # 1.4e9 embedding parameters: 17 GiB with Adam's moments
+    config.model.d_model = 2048
+    config.model.num_heads = 8
+    name, overrides, result = fit_config(config, "v5e-8")
+    assert name == "fsdp"  # data parallel does not fit a 16 GiB chip, fsdp over 8 does
+    assert overrides["mesh"] == {"data": 1, "fsdp": -1, "tensor": 1}
+    assert dict(result.plan.mesh.shape) == {"data": 1, "fsdp": 8, "tensor": 1}
+    assert [r.name for r in result.results] == ["train step"] and result.problems == []

@@ -88,7 +88,9 @@ def compile_config(
         except OutOfMemoryError as e:
             problems.append(e)
             continue
-        if result.flops is None:  # GPUs: XLA's analysis of the same program lowered here.
+        # No cost analysis (GPUs), or one that counts a loop body once (scanned layers,
+        # micro-batches): XLA's analysis of the same step, unrolled, lowered on the host.
+        if result.flops is None or (result.loops and program.name in UNROLLABLE):
             estimates = estimates or _host_plan(config, inference)
             result = _with_host_cost(result, estimates, target)
         try:
@@ -99,6 +101,9 @@ def compile_config(
     text = table(the_plan, target, results, measured_step_s)
     return CompileReport(text, the_plan, target, results, problems)
 
+
+# Programs whose loops (scanned layers, micro-batches) the host estimate unrolls.
+UNROLLABLE = ("train step", "eval step")
 
 # What `fit_config` tries, in order: each spreads or shrinks the train step more than the last.
 FIT_SETTINGS = (
@@ -158,27 +163,32 @@ def with_overrides(config: ml_collections.ConfigDict, overrides: dict) -> ml_col
 
 
 def _host_plan(config, inference: bool) -> Plan:
-    """The same programs on one host CPU device (to count their FLOPs before partitioning)."""
+    """The same programs on one host CPU device (to count their FLOPs before partitioning),
+    with the layers unrolled and the batch in one piece: the same work, without the loops
+    that the cost analysis counts once."""
     one = dict.fromkeys(shd.MESH_AXES, 1)
     config = copy.deepcopy(config)
     config.mesh = ml_collections.ConfigDict(one)
+    config.grad_accum_steps = 1
+    config.model.scan_layers = False
     return plan(config, shd.make_mesh(one, devices=jax.devices("cpu")[:1]), inference=inference)
 
 
 def _with_host_cost(result: Compiled, host: Plan, target: Target) -> Compiled:
-    """`result` with FLOPs and bytes per device estimated as the whole program's (from XLA's
-    analysis of its unpartitioned form on the host) over the target's devices."""
+    """`result` with FLOPs per device estimated as the whole program's (from XLA's analysis of
+    its unpartitioned form on the host) over the target's devices."""
     program = next(p for p in host.programs if p.name == result.name)
     cost = program.lower().cost_analysis() or {}
     if isinstance(cost, list):
         cost = cost[0] if cost else {}
     if not cost.get("flops"):
         return result
-    n = target.num_devices
-    accessed = cost.get("bytes accessed")
     return dataclasses.replace(
         result,
-        flops=float(cost["flops"]) / n,
-        bytes_accessed=float(accessed) / n if accessed else None,
+        flops=float(cost["flops"]) / target.num_devices,
+        # Unfused, the host program reads and writes far more than the compiled one: its bytes
+        # would not bound the step from below. The bound is then FLOPs / peak alone.
+        bytes_accessed=None,
         cost_estimated=True,
+        loops=result.loops and result.name not in UNROLLABLE,
     )

@@ -249,8 +249,9 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
         )
     if any(r.cost_estimated for r in results):
         lines.append(
-            "~: the GPU compiler gives no cost analysis; FLOPs and bytes are the unpartitioned "
-            "program's (XLA's analysis on this host) divided by the devices."
+            "~: estimated as the whole step's FLOPs (XLA's analysis of it lowered on this host, "
+            "layers unrolled, one batch) over the devices, the bound from FLOPs alone: the GPU "
+            "compiler gives no cost analysis, and the TPU's counts a loop body once."
         )
     train = next((r for r in results if r.name == "train step"), None)
     if measured_step_s and train is not None and train.flops is not None:
