@@ -216,7 +216,7 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
         f"{size(plan.optimizer_bytes)}",
         "",
         f"{'program':<16} {'compile':>8} {'arguments':>11} {'temporaries':>11} {'code':>9} "
-        f"{'total':>11} {'of HBM':>7} {'FLOPs/device':>13} {'FLOPs/item':>13} {'bound':>9}",
+        f"{'total':>11} {'of HBM':>7} {'FLOPs/device':>13} {'FLOPs/item':>17} {'bound':>9}",
     ]
     for r in results:
         bound = roofline_seconds(r, target)
@@ -227,7 +227,7 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
             f"{r.name:<16} {r.compile_s:>7.1f}s {size(r.argument_bytes):>11} "
             f"{size(r.temp_bytes):>11} {size(r.code_bytes):>9} {size(r.total_bytes):>11} "
             f"{r.total_bytes / chip.hbm_bytes:>7.1%} {_flops(r, r.flops):>13} "
-            f"{_flops(r, per_item) + ('/' + r.unit if per_item else ''):>13} "
+            f"{_flops(r, per_item) + ('/' + r.unit if per_item else ''):>17} "
             f"{'n/a' if bound is None else f'{bound * 1e3:.3g} ms':>9}"
         )
     if not results:
