@@ -20,8 +20,7 @@ from transformer_jax.nn.attention import causal_mask, segment_mask
 from transformer_jax.nn.multi_head import MultiHeadAttention
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("jax_plugins.xla_cuda12") is None
-    or importlib.util.find_spec("nvidia.cudnn") is None,
+    not (targets.installed("jax_plugins.xla_cuda12") and targets.installed("nvidia.cudnn")),
     reason='needs the gpu-aot extra: pip install -e ".[gpu-aot]"',
 )
 

@@ -202,10 +202,18 @@ device_description_str: "{chip.name}"
 
 def check_extra(target: Target) -> None:
     """Raises ImportError naming the `pip install` line when the target's compiler is absent."""
-    if target.chip.platform == "tpu" and importlib.util.find_spec("libtpu") is None:
+    if target.chip.platform == "tpu" and not installed("libtpu"):
         raise ImportError(f"compiling for {target.name} needs libtpu: {TPU_EXTRA}.")
-    if target.chip.platform == "gpu" and importlib.util.find_spec("jax_plugins") is None:
+    if target.chip.platform == "gpu" and not installed("jax_plugins.xla_cuda12"):
         raise ImportError(f"compiling for {target.name} needs the CUDA plugin: {GPU_EXTRA}.")
+
+
+def installed(module: str) -> bool:
+    """Whether `module` (dotted: its parent packages too) can be imported."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
 
 
 def target_devices(target: Target) -> list:
