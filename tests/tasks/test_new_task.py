@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import math
 
+import jax
 import ml_collections
 import numpy as np
 import pytest
 
 from configs.common import run_config
-from transformer_jax import models, tasks
+from transformer_jax import models, sharding, tasks
+from transformer_jax.aot import programs
 from transformer_jax.cli import evaluate
 from transformer_jax.tasks import losses
 from transformer_jax.training import train_and_evaluate
@@ -124,3 +126,12 @@ def test_a_new_task_trains_and_is_evaluated_through_the_interface(copy_task, tmp
     record = json.loads((tmp_path / "eval" / "test.step40.scores.json").read_text())
     assert record["steps"] == [40]
     assert record["accuracy"] == pytest.approx(result["test"]["accuracy"], abs=1e-6)
+
+
+def test_a_task_without_batch_shapes_cannot_be_compiled_ahead_of_time_and_says_why(copy_task):
+    model = models.config_section("decoder_only", "tiny")
+    data = ml_collections.ConfigDict({"batch_multiple": 16, "max_len": 2 * HALF})
+    config = run_config("test_copy", model, data)
+    mesh = sharding.make_mesh({"data": 1}, devices=jax.devices()[:1])
+    with pytest.raises(ValueError, match=r"CopyTask.abstract_data_values.*define them on"):
+        programs.plan(config, mesh)

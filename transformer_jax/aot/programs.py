@@ -96,7 +96,15 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
     check_batch_split(config, mesh.size)
     config = task_cls.resolve_config(config)
     task = task_cls.without_data(config)
-    model_cfg = models.build_config(config.model, task_cls.abstract_data_values(config))
+    try:
+        data_values = task_cls.abstract_data_values(config)
+        train_batch = task_cls.batch_spec(config, "train")
+        eval_batch = task_cls.batch_spec(config, "eval")
+    except NotImplementedError as e:  # A task defined outside the package may not say.
+        raise ValueError(
+            f"{e} Compiling ahead of time needs both: define them on the task class."
+        ) from None
+    model_cfg = models.build_config(config.model, data_values)
     tx, _ = optimizer_from_config(config, model_cfg.d_model)
     graphdef, state, shardings = abstract_train_state(model_cfg, tx, mesh)
     train_fn, eval_fn = compile_steps(
@@ -108,8 +116,6 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
         normalizer=task.normalizer,
         grad_accum_steps=config.grad_accum_steps,
     )
-    train_batch = task_cls.batch_spec(config, "train")
-    eval_batch = task_cls.batch_spec(config, "eval")
     _check_rows(train_batch, mesh, "train")
     rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=shd.replicated(mesh))
 
