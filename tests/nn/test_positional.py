@@ -18,6 +18,32 @@ def test_closed_form_interleaved():
             assert pe[pos, 2 * i + 1] == pytest.approx(np.cos(angle), abs=1e-5)
 
 
+def test_closed_form_halves():
+    """Marian's layout: the same frequencies, every sine in [0, D/2), every cosine in [D/2, D)."""
+    positions, d = jnp.array([[0, 3, 11], [57, 1, 200]]), 10
+    pe = np.asarray(sinusoidal_encoding(positions, d, layout="halves"))
+    assert pe.shape == (2, 3, d)
+    for b, row in enumerate(np.asarray(positions)):
+        for t, pos in enumerate(row):
+            for i in range(d // 2):
+                angle = pos / 10000 ** (2 * i / d)
+                assert pe[b, t, i] == pytest.approx(np.sin(angle), abs=1e-5)
+                assert pe[b, t, d // 2 + i] == pytest.approx(np.cos(angle), abs=1e-5)
+
+
+def test_halves_are_the_interleaved_features_reordered():
+    d = 12
+    interleaved = np.asarray(sinusoidal_encoding(9, d))
+    halves = np.asarray(sinusoidal_encoding(9, d, layout="halves"))
+    np.testing.assert_array_equal(halves, interleaved[:, [*range(0, d, 2), *range(1, d, 2)]])
+    assert not np.allclose(halves, interleaved)
+
+
+def test_unknown_layout_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match=r"one of \('interleaved', 'halves'\), got 'split'"):
+        sinusoidal_encoding(4, 8, layout="split")
+
+
 def test_relative_position_is_a_fixed_rotation():
     """PE(pos + k) = R_k PE(pos) for every frequency pair, with R_k independent of pos."""
     d, k = 16, 7
