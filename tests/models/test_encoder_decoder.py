@@ -226,12 +226,13 @@ REFERENCE_ACTIVATIONS = {  # Written out from their definitions, not through jax
     "gelu_tanh": lambda h: (
         0.5 * h * (1.0 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h**3)))
     ),
+    "silu": lambda h: h / (1.0 + np.exp(-h)),  # x * sigmoid(x), Marian's "swish"
 }
 
 
 @pytest.mark.parametrize("activation", sorted(REFERENCE_ACTIVATIONS))
 def test_feed_forward_matches_equation_2(activation):
-    """FFN(x) = act(x W1 + b1) W2 + b2, position by position (§3.3); exact and tanh GELU."""
+    """FFN(x) = act(x W1 + b1) W2 + b2, position by position (§3.3); exact and tanh GELU, SiLU."""
     from transformer_jax.nn.layers import FeedForward
 
     ffn = FeedForward(6, 10, activation=activation, rngs=nnx.Rngs(1))
@@ -254,5 +255,6 @@ def test_exact_and_tanh_gelu_differ():
 def test_unknown_activation_is_refused_with_the_choices():
     from transformer_jax.nn.layers import FeedForward
 
-    with pytest.raises(ValueError, match="one of \\('relu', 'gelu', 'gelu_tanh'\\), got 'tanh'"):
+    choices = "one of \\('relu', 'gelu', 'gelu_tanh', 'silu'\\), got 'tanh'"
+    with pytest.raises(ValueError, match=choices):
         FeedForward(6, 10, activation="tanh", rngs=nnx.Rngs(1))

@@ -18,11 +18,13 @@ xavier_uniform = jax.nn.initializers.xavier_uniform
 
 
 # FFN non-linearities by config name. "gelu" is exact (erf), as in BERT and ViT; "gelu_tanh" is
-# the tanh approximation of Hendrycks & Gimpel (2016) that GPT-2 uses.
+# the tanh approximation of Hendrycks & Gimpel (2016) that GPT-2 uses; "silu" is x * sigmoid(x)
+# (also called swish), as in Marian's OPUS-MT models.
 ACTIVATIONS = {
     "relu": jax.nn.relu,
     "gelu": lambda x: jax.nn.gelu(x, approximate=False),
     "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
+    "silu": jax.nn.silu,
 }
 
 

@@ -26,7 +26,7 @@ class DecoderOnlyConfig(TransformerFields):
     dropout_rate: float = 0.1  # On embeddings, sublayer outputs (GPT: 0.1).
     attention_dropout_rate: float = 0.1  # On attention weights (GPT: 0.1).
     norm: str = "pre"  # "pre" with a final LayerNorm (GPT-2) or "post" (GPT-1).
-    activation: str = "gelu_tanh"  # GPT's tanh-approximated GELU; "gelu" (erf) or "relu".
+    activation: str = "gelu_tanh"  # GPT's tanh-approximated GELU; "gelu" (erf), "relu", "silu".
     positional: str = "learned"  # Learned positions (GPT) or "sinusoidal" (§3.5).
     max_len: int = 1024  # Positions (context length) and the longest decoding cache.
     use_bias: bool = True  # Biases in attention projections (keys never have one).

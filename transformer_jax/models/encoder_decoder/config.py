@@ -31,7 +31,7 @@ class EncoderDecoderConfig(TransformerFields):
     dropout_rate: float = 0.1  # P_drop on sublayer outputs and embedding sums (§5.4).
     attention_dropout_rate: float = 0.0  # Dropout on attention weights (not in the paper).
     norm: str = "post"  # "post" = LayerNorm(x + Sublayer(x)) as in §3.1; "pre" = x + ...
-    activation: str = "relu"  # FFN non-linearity, ReLU in eq. (2); "gelu" (erf), "gelu_tanh".
+    activation: str = "relu"  # FFN non-linearity: ReLU in eq. (2), "gelu", "gelu_tanh", "silu".
     positional: str = "sinusoidal"  # §3.5; learned: §6.3.
     max_len: int = 256  # Longest sequence for learned positions and the decoding cache.
     share_embeddings: bool = True  # One embedding matrix for source and target (§3.4).

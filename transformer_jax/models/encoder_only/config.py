@@ -27,7 +27,7 @@ class EncoderOnlyConfig(TransformerFields):
     dropout_rate: float = 0.1  # On embeddings and sublayer outputs (BERT: 0.1).
     attention_dropout_rate: float = 0.1  # On attention weights (BERT: 0.1).
     norm: str = "post"  # BERT normalises after each residual ("post"); "pre" is selectable.
-    activation: str = "gelu"  # Exact (erf) GELU as in BERT; "gelu_tanh" or "relu".
+    activation: str = "gelu"  # Exact (erf) GELU as in BERT; "gelu_tanh", "relu" or "silu".
     max_len: int = 512  # Learned positions: the longest input.
     type_vocab_size: int = 2  # Segments (token types): A and B.
     use_bias: bool = True  # Biases in attention projections (keys never have one).

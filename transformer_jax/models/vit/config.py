@@ -35,7 +35,7 @@ class VitConfig(TransformerFields):
     dropout_rate: float = 0.0  # On embeddings and sublayer outputs (ViT on ImageNet-21k: 0.1).
     attention_dropout_rate: float = 0.0  # On attention weights.
     norm: str = "pre"  # ViT normalises before each sublayer ("pre"), then once at the end.
-    activation: str = "gelu"  # Exact (erf) GELU as in ViT; "gelu_tanh" or "relu".
+    activation: str = "gelu"  # Exact (erf) GELU as in ViT; "gelu_tanh", "relu" or "silu".
     pool: str = "cls"  # "cls": a learned [CLS] token's output; "gap": mean of patch outputs.
     position_embedding: str = "learned"  # "learned", fixed "sincos2d", or "none".
     use_bias: bool = True  # Biases in attention projections (keys never have one).
