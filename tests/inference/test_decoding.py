@@ -125,6 +125,31 @@ def test_beam_scores_at_least_greedy(alpha):
         np.testing.assert_allclose(b_scores[:, 0], expected, rtol=1e-4)
 
 
+def test_decoding_with_marian_options_follows_the_teacher_forced_logits():
+    """Halves positions, SiLU and a logits bias large enough to change the output: greedy (cached
+    and not) is the argmax chain of the teacher-forced pass, and beam search's best score is the
+    teacher-forced log-prob of its tokens. A decoding path that left out the bias fails."""
+    marian = dict(positional="sinusoidal_halves", activation="silu", logits_bias=True)
+    model, src = _model(0, **marian), _src(0)
+    plain, _ = greedy_decode(model, src, max_len=L)  # bias still zero
+    model.logits_bias[...] = 4.0 * jax.random.normal(jax.random.key(3), (V,))
+    tokens, _ = greedy_decode(model, src, max_len=L)
+    assert not np.array_equal(tokens, plain)
+    uncached, _ = greedy_decode(model, src, max_len=L, use_cache=False)
+    np.testing.assert_array_equal(uncached, tokens)
+    tgt_in = np.concatenate([np.full((B, 1), BOS_ID), np.asarray(tokens)[:, :-1]], axis=1)
+    logits = np.asarray(model(src, jnp.asarray(tgt_in))).copy()
+    logits[..., PAD] = -np.inf  # decoding never emits pad
+    n = _lengths(tokens)
+    n = np.where(n < 0, L, n)
+    for row, length in enumerate(n):
+        np.testing.assert_array_equal(logits[row, :length].argmax(-1), tokens[row, :length])
+    beams, scores = beam_search(model, src, beam_size=3, alpha=0.6, max_len=L)
+    best = np.asarray(beams[:, 0])
+    expected = _normalised(_teacher_forced_log_prob(model, src, best), best, 0.6)
+    np.testing.assert_allclose(scores[:, 0], expected, rtol=1e-4)
+
+
 def test_sampling_top1_and_cold_temperature_equal_greedy():
     model, src = _model(0), _src(0)
     g_tokens, g_scores = greedy_decode(model, src, max_len=L)

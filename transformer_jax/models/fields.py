@@ -16,10 +16,13 @@ DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float
 EXECUTION_FIELDS = ("attention_kernel", "scan_layers", "remat")
 # The widths of every model's `tiny` preset (tests and smoke runs), with its depth added.
 TINY = dict(d_model=32, num_heads=4, d_ff=64, dropout_rate=0.0, max_len=64)
+# The fixed positional encodings by `positional` value: the `sinusoidal_encoding` layout of each.
+# "sinusoidal" is the paper's (§3.5); "sinusoidal_halves" Marian's (sines, then cosines).
+SINUSOIDAL = {"sinusoidal": "interleaved", "sinusoidal_halves": "halves"}
 CHOICES = {  # Fields every model that has them restricts to these values.
     "norm": ("post", "pre"),
     "activation": tuple(ACTIVATIONS),
-    "positional": ("sinusoidal", "learned"),
+    "positional": (*SINUSOIDAL, "learned"),
     "dtype": tuple(DTYPES),
     "attention_kernel": ATTENTION_KERNELS,
     "remat": tuple(REMAT),
@@ -75,7 +78,7 @@ def check_transformer_fields(
             f"{_name(cfg, 'd_model')}={cfg.d_model} is not divisible by "
             f"num_heads={cfg.num_heads}: pick d_model = num_heads * head_dim."
         )
-    if getattr(cfg, "positional", None) == "sinusoidal" and cfg.d_model % 2:
+    if getattr(cfg, "positional", None) in SINUSOIDAL and cfg.d_model % 2:
         raise ValueError(
             f"{_name(cfg, 'd_model')}={cfg.d_model} must be even for sinusoidal positions "
             "(sin and cos come in pairs, §3.5)."

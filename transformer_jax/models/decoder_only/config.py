@@ -27,7 +27,7 @@ class DecoderOnlyConfig(TransformerFields):
     attention_dropout_rate: float = 0.1  # On attention weights (GPT: 0.1).
     norm: str = "pre"  # "pre" with a final LayerNorm (GPT-2) or "post" (GPT-1).
     activation: str = "gelu_tanh"  # GPT's tanh-approximated GELU; "gelu" (erf), "relu", "silu".
-    positional: str = "learned"  # Learned positions (GPT) or "sinusoidal" (§3.5).
+    positional: str = "learned"  # Learned (GPT), "sinusoidal" (§3.5) or "sinusoidal_halves".
     max_len: int = 1024  # Positions (context length) and the longest decoding cache.
     use_bias: bool = True  # Biases in attention projections (keys never have one).
     layer_norm_eps: float = 1e-5  # LayerNorm epsilon (GPT-2: 1e-5).

@@ -15,7 +15,7 @@ from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
-from transformer_jax.models.fields import block_spec
+from transformer_jax.models.fields import SINUSOIDAL, block_spec
 from transformer_jax.nn import (
     Embedding,
     Stack,
@@ -52,8 +52,9 @@ class DecoderOnly(nnx.Module):
     def _embed(self, tokens, positions, rng, deterministic) -> Float[Array, "B T D"]:
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
-        if self.cfg.positional == "sinusoidal":
-            pos = sinusoidal_encoding(positions, self.cfg.d_model)
+        if self.cfg.positional in SINUSOIDAL:
+            layout = SINUSOIDAL[self.cfg.positional]
+            pos = sinusoidal_encoding(positions, self.cfg.d_model, layout=layout)
         else:
             pos = jnp.take(self.pos_embed[...], positions, axis=0)
         x = self.embed(tokens) + pos.astype(self.embed.dtype)

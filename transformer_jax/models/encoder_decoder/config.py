@@ -32,10 +32,12 @@ class EncoderDecoderConfig(TransformerFields):
     attention_dropout_rate: float = 0.0  # Dropout on attention weights (not in the paper).
     norm: str = "post"  # "post" = LayerNorm(x + Sublayer(x)) as in §3.1; "pre" = x + ...
     activation: str = "relu"  # FFN non-linearity: ReLU in eq. (2), "gelu", "gelu_tanh", "silu".
-    positional: str = "sinusoidal"  # §3.5; learned: §6.3.
+    positional: str = "sinusoidal"  # §3.5; "sinusoidal_halves" (sines, then cosines); "learned".
     max_len: int = 256  # Longest sequence for learned positions and the decoding cache.
     share_embeddings: bool = True  # One embedding matrix for source and target (§3.4).
     tie_output: bool = True  # Pre-softmax projection = (target) embedding transposed (§3.4).
+    scale_embeddings: bool = True  # Token embeddings times sqrt(d_model) (§3.4); False: unscaled.
+    logits_bias: bool = False  # A bias [V] added to the output logits (Marian's final_logits_bias).
     use_bias: bool = True  # Biases in attention projections.
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.

@@ -1,7 +1,9 @@
 """The encoder-decoder Transformer (§3, Figure 1) and its KV-cached decoding step.
 
 The encoder is a `Stack` of non-causal blocks, the decoder a `Stack` of causal blocks with
-encoder-decoder attention; both come from `transformer_jax.nn`.
+encoder-decoder attention; both come from `transformer_jax.nn`. Beyond the paper, the config can
+describe Marian's models (OPUS-MT): sines-then-cosines positions, a SiLU feed-forward, a bias on
+the output logits, unscaled embeddings.
 
 Letters: B batch, S source length, T target length, C cache length, N heads, H head dim,
 D model dim, V vocabulary.
@@ -16,7 +18,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.deprecation import deprecated_names
 from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
-from transformer_jax.models.fields import block_spec
+from transformer_jax.models.fields import SINUSOIDAL, block_spec
 from transformer_jax.nn import (
     Embedding,
     Stack,
@@ -46,12 +48,14 @@ class EncoderDecoder(nnx.Module):
     def __init__(self, cfg: EncoderDecoderConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
         dtype = cfg.compute_dtype
-        self.src_embed = Embedding(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs)
-        self.tgt_embed = (
-            self.src_embed
-            if cfg.share_embeddings
-            else Embedding(cfg.vocab_size, cfg.d_model, dtype=dtype, rngs=rngs)
-        )
+
+        def embedding():
+            return Embedding(
+                cfg.vocab_size, cfg.d_model, scaled=cfg.scale_embeddings, dtype=dtype, rngs=rngs
+            )
+
+        self.src_embed = embedding()
+        self.tgt_embed = self.src_embed if cfg.share_embeddings else embedding()
         if cfg.positional == "learned":
             init = jax.nn.initializers.normal(stddev=0.02)
             self.pos_embed = nnx.Param(
@@ -66,15 +70,21 @@ class EncoderDecoder(nnx.Module):
                 xavier_uniform()(rngs.params(), (cfg.d_model, cfg.vocab_size)),
                 logical_axes=("embed", "vocab"),
             )
+        if cfg.logits_bias:  # Marian's final_logits_bias; zeros until a checkpoint sets it.
+            self.logits_bias = nnx.Param(
+                jnp.zeros((cfg.vocab_size,), jnp.float32), logical_axes=("vocab",)
+            )
 
     # ----------------------------------------------------------------------------- embeddings
     def _positions_encoding(self, positions: Int[Array, "B L"]) -> Float[Array, "B L D"]:
-        if self.cfg.positional == "sinusoidal":
-            return sinusoidal_encoding(positions, self.cfg.d_model)
+        if self.cfg.positional in SINUSOIDAL:
+            layout = SINUSOIDAL[self.cfg.positional]
+            return sinusoidal_encoding(positions, self.cfg.d_model, layout=layout)
         return jnp.take(self.pos_embed[...], positions, axis=0)
 
     def _embed(self, embed: Embedding, tokens, positions, rng, deterministic):
-        """Embedding * sqrt(d_model) + positional encoding, then dropout (§3.4, §3.5, §5.4)."""
+        """Embedding * sqrt(d_model) (unless `scale_embeddings=False`) + positional encoding,
+        then dropout (§3.4, §3.5, §5.4)."""
         if positions is None:
             positions = jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
         x = embed(tokens) + self._positions_encoding(positions).astype(embed.dtype)
@@ -83,12 +93,17 @@ class EncoderDecoder(nnx.Module):
     def _logits(
         self, y: Float[Array, "B T D"], tied_transposed: Float[Array, "D V"] | None = None
     ) -> Float[Array, "B T V"]:
-        """Output logits; `tied_transposed` (decoding) is the tied table's E^T made before the
-        loop (see `Embedding.transposed_table`)."""
+        """Float32 output logits, plus the `logits_bias` when the config has one (every pass:
+        teacher-forced, cached and uncached decoding). `tied_transposed` (decoding) is the tied
+        table's E^T made before the loop (see `Embedding.transposed_table`)."""
         if self.cfg.tie_output:
-            return self.tgt_embed.attend(y, tied_transposed)
-        kernel = self.output_proj[...].astype(y.dtype)
-        return jnp.einsum("BTD,DV->BTV", y, kernel, preferred_element_type=jnp.float32)
+            logits = self.tgt_embed.attend(y, tied_transposed)
+        else:
+            kernel = self.output_proj[...].astype(y.dtype)
+            logits = jnp.einsum("BTD,DV->BTV", y, kernel, preferred_element_type=jnp.float32)
+        if self.cfg.logits_bias:
+            logits = logits + self.logits_bias[...]
+        return logits
 
     # ---------------------------------------------------------------------------------- masks
     def source_mask(self, src: Tokens, src_segment_ids: Tokens | None = None) -> Bool[Array, "B S"]:
