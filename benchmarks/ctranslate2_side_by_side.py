@@ -17,7 +17,8 @@ token and our eos is an ordinary token on both sides. So for the same weights th
 be equal, and the script checks that they are (`agreement` in the JSON): identical tokens, and
 the mean log-probability of each output within float32 rounding (it depends on every logit of
 every step, so it catches a mapping error that a random model's repetitive output would hide).
-tests/inference/test_ctranslate2_mapping.py checks the same on a tiny model, post- and pre-LN.
+tests/inference/test_ctranslate2_mapping.py checks the same on a tiny model, post- and pre-LN, and
+with Marian's options (sines-then-cosines positions, SiLU, a logits bias, unscaled embeddings).
 
 CTranslate2 runs float32 at `intra_threads` 1 and 2 (`inter_threads=1`); the ratio is taken
 against the faster of the two for each setting. Its int8 (`intra_threads=1`, fastest on a
@@ -72,6 +73,10 @@ CT2_CONFIGS = (  # (label, compute_type, intra_threads); inter_threads is always
     ("int8_intra1", "int8", 1),
 )
 REPLY = "@@ "  # Prefix of a worker's reply line on stdout; other output goes to stderr.
+# Parameters that start as zeros or ones (LayerNorm, biases): perturbed in the benchmark's model.
+BIASES = ("scale", "bias", "b1", "b2", "query_bias", "value_bias", "out_bias", "logits_bias")
+# Our FFN activation names -> CTranslate2's `common_spec.Activation` members.
+CT2_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": "SWISH"}
 
 
 # ============================================================================ transformer_jax
@@ -100,7 +105,7 @@ def _jax_model(shape: dict, seed: int, **fields):
     perturbed = []
     for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         value = np.asarray(var[...])
-        if path[-1] in ("scale", "bias", "b1", "b2", "query_bias", "value_bias", "out_bias"):
+        if path[-1] in BIASES:
             value = value + 0.1 * rng.standard_normal(value.shape, np.float32)  # LN, biases
         perturbed.append((path, var.replace(jnp.asarray(value, jnp.float32))))
     nnx.update(model, nnx.from_flat_state(perturbed))
@@ -111,22 +116,30 @@ def export_weights(model) -> tuple[dict[str, np.ndarray], dict]:
     """The model's parameters by '/'-joined path, plus what a converter needs to know.
 
     The metadata carries the project's special token ids as vocabulary strings and the
-    sinusoidal table the model adds, so the CTranslate2 side needs neither jax nor the project.
+    sinusoidal table the model adds (in the config's layout), so the CTranslate2 side needs
+    neither jax nor the project.
     """
     from flax import nnx
 
     from transformer_jax import sinusoidal_encoding
+    from transformer_jax.models.fields import SINUSOIDAL
     from transformer_jax.nn.stacked import to_layout
     from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
     cfg = model.cfg
-    if cfg.positional != "sinusoidal" or not (cfg.share_embeddings and cfg.tie_output):
-        raise ValueError("export_weights maps sinusoidal, shared and tied models only.")
+    if cfg.positional not in SINUSOIDAL or not (cfg.share_embeddings and cfg.tie_output):
+        raise ValueError(
+            f"export_weights maps sinusoidal positions {tuple(SINUSOIDAL)} and shared, tied "
+            f"embeddings only; got positional={cfg.positional!r}, "
+            f"share_embeddings={cfg.share_embeddings}, tie_output={cfg.tie_output}."
+        )
     weights = {
         "/".join(map(str, path)): np.asarray(var[...], np.float32)
         for path, var in nnx.to_flat_state(to_layout(nnx.state(model, nnx.Param), False))
     }
-    weights["position_encodings"] = np.asarray(sinusoidal_encoding(cfg.max_len, cfg.d_model))
+    layout = SINUSOIDAL[cfg.positional]
+    table = sinusoidal_encoding(cfg.max_len, cfg.d_model, layout=layout)
+    weights["position_encodings"] = np.asarray(table)
     special = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>"}
     meta = dict(
         num_encoder_layers=cfg.num_encoder_layers,
@@ -135,6 +148,7 @@ def export_weights(model) -> tuple[dict[str, np.ndarray], dict]:
         d_model=cfg.d_model,
         norm=cfg.norm,
         activation=cfg.activation,
+        scale_embeddings=cfg.scale_embeddings,
         use_bias=cfg.use_bias,
         layer_norm_eps=cfg.layer_norm_eps,
         vocabulary=[special.get(i, f"t{i}") for i in range(cfg.vocab_size)],
@@ -195,7 +209,8 @@ def ct2_spec(weights: dict[str, np.ndarray], meta: dict):
 
     CTranslate2's linear weights are `[out, in]`; its self-attention fuses the query, key and
     value projections into one `[3D, D]` linear, its cross-attention keys and values into one
-    `[2D, D]`. Our keys have no bias (softmax cancels it), so theirs gets zeros.
+    `[2D, D]`. Our keys have no bias (softmax cancels it), so theirs gets zeros. A logits bias
+    is the output projection's bias.
     """
     from ctranslate2.specs import common_spec, transformer_spec
 
@@ -205,7 +220,7 @@ def ct2_spec(weights: dict[str, np.ndarray], meta: dict):
         (meta["num_encoder_layers"], meta["num_decoder_layers"]),
         meta["num_heads"],
         pre_norm=pre_norm,
-        activation=getattr(common_spec.Activation, meta["activation"].upper()),
+        activation=getattr(common_spec.Activation, CT2_ACTIVATIONS[meta["activation"]]),
     )
     spec.config.layer_norm_epsilon = meta["layer_norm_eps"]
     for key, token in meta["ct2_tokens"].items():
@@ -248,7 +263,7 @@ def ct2_spec(weights: dict[str, np.ndarray], meta: dict):
 
     embedding = w("src_embed/embedding")  # shared by encoder, decoder and output (§3.4)
     for stack, ct2_stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
-        ct2_stack.scale_embeddings = True  # embedding * sqrt(d_model)
+        ct2_stack.scale_embeddings = meta["scale_embeddings"]  # embedding * sqrt(d_model)
         ct2_stack.position_encodings.encodings = w("position_encodings")
         if pre_norm:
             set_norm(ct2_stack.layer_norm, f"{stack}/final_norm")
@@ -262,7 +277,9 @@ def ct2_spec(weights: dict[str, np.ndarray], meta: dict):
             set_ffn(layer.ffn, f"{scope}/ffn")
     spec.encoder.embeddings[0].weight = embedding
     spec.decoder.embeddings.weight = embedding
-    spec.decoder.projection.weight = embedding  # tied output projection, no bias
+    spec.decoder.projection.weight = embedding  # tied output projection
+    if "logits_bias" in weights:
+        spec.decoder.projection.bias = w("logits_bias")
     if unused := sorted(set(weights) - used):  # e.g. a parameter added to the model later
         raise ValueError(f"ct2_spec: exported weights left unmapped: {unused}")
     spec.register_source_vocabulary(meta["vocabulary"])

@@ -20,10 +20,21 @@ _SPEC.loader.exec_module(bench)
 SHAPE = dict(vocab_size=53, d_model=24, num_heads=3, d_ff=40, layers=2)
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_same_weights_same_outputs(tmp_path, norm):
+# Marian's (OPUS-MT) options, which CTranslate2 also converts from Marian checkpoints: positions
+# as sines then cosines, SiLU ("swish"), a bias on the logits, LayerNorm eps 1e-5.
+MARIAN = dict(
+    positional="sinusoidal_halves", activation="silu", logits_bias=True, layer_norm_eps=1e-5
+)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [dict(norm="post"), dict(norm="pre"), MARIAN, dict(MARIAN, scale_embeddings=False)],
+    ids=["post", "pre", "marian", "marian_unscaled"],
+)
+def test_same_weights_same_outputs(tmp_path, fields):
     sources = np.random.default_rng(1).integers(4, SHAPE["vocab_size"], (5, 7))
-    ours = bench.JaxEngine(SHAPE, 0, tmp_path, sources, norm=norm)
+    ours = bench.JaxEngine(SHAPE, 0, tmp_path, sources, **fields)
     theirs = bench.Ct2Engine(tmp_path, sources)
     for method in ("greedy", "beam4"):
         tokens, logp = ours.decode("ours", method, ours.sources, scores=True)
