@@ -1,5 +1,6 @@
-"""The decoder-only language model (GPT): sizes, causality, packing, the shared KV cache, and a
-generic train step that learns with it (a new model needs no change to the training code)."""
+"""The decoder-only language model (GPT): sizes, causality, packing, the shared KV cache, padding
+told by a mask (never by token id), and a generic train step that learns with it (a new model
+needs no change to the training code)."""
 
 import jax
 import jax.numpy as jnp
@@ -76,6 +77,72 @@ def test_prefill_then_one_token_per_step_equals_the_full_pass(positional, prompt
         outs.append(logits)
     np.testing.assert_allclose(jnp.concatenate(outs, 1), full, atol=1e-4, rtol=1e-4)
     assert int(cache["index"]) == T
+
+
+def _with_id_0(seed):
+    """Tokens `[B, T]` with id 0 (a real token) at position 2 of every row and 4 of row 1."""
+    tokens = np.random.default_rng(seed).integers(1, V, (B, T))
+    tokens[:, 2], tokens[1, 4] = 0, 0
+    return tokens
+
+
+def _cached(model, tokens, start=None, prompt=3):
+    """Logits `[B, T, V]` through the KV cache: `prompt` tokens in one call, then one per call."""
+    step = jax.jit(lambda m, tok, c: m.decode_step(tok, c))
+    logits, cache = step(model, tokens[:, :prompt], model.init_cache(B, T, start))
+    outs = [logits]
+    for t in range(prompt, T):
+        logits, cache = step(model, tokens[:, t : t + 1], cache)
+        outs.append(logits)
+    return jnp.concatenate(outs, 1)
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+def test_id_0_is_attended_like_any_token_and_only_the_mask_hides_it(positional):
+    model = _model(positional=positional)
+    tokens = jnp.asarray(_with_id_0(5))
+    full = model(tokens)
+    np.testing.assert_allclose(full, _cached(model, tokens), atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(
+        model(tokens, attention_mask=jnp.ones((B, T), bool)), full, atol=1e-6
+    )
+    hidden = model(tokens, attention_mask=tokens != 0)  # the mask, not the id, says padding
+    np.testing.assert_allclose(hidden[:, :2], full[:, :2], atol=1e-6)  # before the first 0
+    assert not np.allclose(hidden[:, 3:], full[:, 3:], atol=1e-3)
+
+
+def test_right_padding_the_full_pass_equals_cached_decoding_and_the_rows_alone():
+    model = _model()
+    lengths = np.array([T, 5, 3])
+    real = np.arange(T) < lengths[:, None]
+    tokens = _with_id_0(6)
+    other = np.where(real, tokens, np.random.default_rng(7).integers(0, V, (B, T)))
+    full = model(jnp.asarray(tokens), attention_mask=jnp.asarray(real))
+    np.testing.assert_allclose(
+        model(jnp.asarray(other), attention_mask=jnp.asarray(real))[real], full[real], atol=1e-6
+    )  # what the padding holds changes nothing
+    np.testing.assert_allclose(model(jnp.asarray(tokens))[real], full[real], atol=1e-6)
+    np.testing.assert_allclose(
+        _cached(model, jnp.asarray(tokens))[real], full[real], atol=1e-5, rtol=1e-5
+    )
+    for b, n in enumerate(lengths):
+        alone = model(jnp.asarray(tokens[b : b + 1, :n]))
+        np.testing.assert_allclose(full[b, :n], alone[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal"])
+def test_left_padding_the_full_pass_equals_cached_decoding_from_start(positional):
+    model = _model(positional=positional)
+    start = np.array([0, 2, 4])  # left padding per row: prompts of 7, 5 and 3 tokens
+    real = np.arange(T) >= start[:, None]
+    tokens = _with_id_0(8)
+    tokens[~real] = np.random.default_rng(9).integers(0, V, (~real).sum())  # any ids
+    full = model(jnp.asarray(tokens), attention_mask=jnp.asarray(real))
+    cached = _cached(model, jnp.asarray(tokens), jnp.asarray(start))
+    np.testing.assert_allclose(cached[real], full[real], atol=1e-5, rtol=1e-5)
+    for b, s in enumerate(start):
+        alone = model(jnp.asarray(tokens[b : b + 1, s:]))
+        np.testing.assert_allclose(full[b, s:], alone[0], atol=1e-5, rtol=1e-5)
 
 
 def test_bad_config_and_inputs_are_refused_with_the_field():

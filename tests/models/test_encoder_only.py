@@ -1,5 +1,6 @@
 """The encoder-only model (BERT): BERT-base's size from abstract shapes, bidirectional attention
-under a padding mask, segment embeddings, and the pooler and heads (toward issue 11)."""
+under the caller's padding mask (never one read from token ids), segment embeddings, and the
+pooler and heads (toward issue 11)."""
 
 import jax
 import jax.numpy as jnp
@@ -54,11 +55,38 @@ def test_shapes_and_bidirectional_attention(norm):
     assert model.token_logits(hidden).shape == (B, T, K)
 
 
-def test_padding_is_never_attended_to():
+def test_masked_padding_is_never_attended_to_whatever_ids_it_holds():
     model = _model()
-    tokens = _tokens()
-    padded = jnp.concatenate([tokens, jnp.zeros((B, 4), tokens.dtype)], axis=1)
-    np.testing.assert_allclose(model(padded)[:, :T], model(tokens), atol=1e-5)
+    rng = np.random.default_rng(1)
+    tokens = rng.integers(0, V, (B, T + 4))  # id 0 is a token like any other
+    lengths = np.array([T, 4, 6])
+    real = np.arange(T + 4) < lengths[:, None]
+    segments = np.where(np.arange(T + 4) < 2, 0, 1) * real
+    hidden = model(jnp.asarray(tokens), jnp.asarray(segments), attention_mask=jnp.asarray(real))
+    other = np.where(real, tokens, rng.integers(0, V, tokens.shape))
+    np.testing.assert_allclose(
+        model(jnp.asarray(other), jnp.asarray(segments), attention_mask=jnp.asarray(real))[real],
+        hidden[real],
+        atol=1e-6,
+    )
+    for b, n in enumerate(lengths):
+        alone = model(jnp.asarray(tokens[b : b + 1, :n]), jnp.asarray(segments[b : b + 1, :n]))
+        np.testing.assert_allclose(hidden[b, :n], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_id_0_inside_a_row_is_attended_and_only_the_mask_hides_it():
+    model = _model()
+    tokens = _tokens(2).at[:, 3].set(0).at[:, -1].set(0)
+    hidden = model(tokens)
+    # A trailing 0 is a token, not padding: the rows without it read differently.
+    assert not np.allclose(hidden[:, :-1], model(tokens[:, :-1]), atol=1e-4)
+    np.testing.assert_allclose(
+        model(tokens, attention_mask=jnp.ones((B, T), bool)), hidden, atol=1e-6
+    )
+    masked = model(tokens, attention_mask=tokens != 0)
+    assert not np.allclose(masked[:, 0], hidden[:, 0], atol=1e-4)
+    rest = tokens[:, :-1]  # masked, the trailing 0 is padding: the rows without it read alike
+    np.testing.assert_allclose(masked[:, :-1], model(rest, attention_mask=rest != 0), atol=1e-5)
 
 
 def test_segments_change_the_input():

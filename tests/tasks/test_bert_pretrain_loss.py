@@ -34,7 +34,8 @@ def test_losses_are_over_selected_positions_and_real_pairs_only():
     model = EncoderOnly(EncoderOnlyConfig.tiny(vocab_size=V), rngs=nnx.Rngs(0))
     batch = _batch()
     loss, sums = pretrain_loss(model, batch, None, True)
-    hidden = model(batch["inputs"], batch["segment_ids"])
+    real = jax.numpy.asarray(np.arange(11) < np.array([[11], [11], [8]]))  # row 2 is padded
+    hidden = model(batch["inputs"], batch["segment_ids"], attention_mask=real)
     logp = jax.nn.log_softmax(model.mlm_logits(hidden), -1)  # every position
     nll = [
         -logp[b, p, batch["mlm_targets"][b, j]]

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from transformer_jax.data.bert.inputs import encode_plain
+from transformer_jax.data.bert.inputs import encode_plain, real_tokens
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
 from transformer_jax.inference.mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
@@ -40,7 +40,8 @@ class Prediction:
 @functools.partial(jax.jit, static_argnums=(0,))
 def _probabilities(graphdef, params, tokens, segments):
     model = nnx.merge(graphdef, params)
-    return jax.nn.softmax(model.classify(model.pool(model(tokens, segments))), axis=-1)
+    hidden = model(tokens, segments, attention_mask=real_tokens(tokens))
+    return jax.nn.softmax(model.classify(model.pool(hidden)), axis=-1)
 
 
 probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.

@@ -15,7 +15,7 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from transformer_jax.data.bert.inputs import layout
+from transformer_jax.data.bert.inputs import layout, real_tokens
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
 from transformer_jax.inference.mesh import MeshLike, serving_mesh
@@ -81,7 +81,7 @@ def batch_inputs(
     for i, (a, b) in enumerate(encoded):
         tokens, segments, truncated = layout(a, b, max_len)
         if truncated:
-            kept = int((tokens > 0).sum())
+            kept = int(real_tokens(tokens).sum())
             warnings.warn(
                 f"input {i} has {len(a) + len(b or ()) + (2 if b is None else 3)} tokens, more "
                 f"than the model's {max_len}: truncated to {kept} (the end of the longer text "
@@ -89,7 +89,7 @@ def batch_inputs(
                 stacklevel=3,
             )
         laid.append((tokens, segments))
-    length = padded_length(max(int((t > 0).sum()) for t, _ in laid), max_len)
+    length = padded_length(max(int(real_tokens(t).sum()) for t, _ in laid), max_len)
     out = np.zeros((2, rows, length), np.int32)
     for r, (tokens, segments) in enumerate(laid):
         out[0, r], out[1, r] = tokens[:length], segments[:length]

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked
+from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked, real_tokens
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
 from transformer_jax.inference.mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
@@ -41,7 +41,7 @@ class Candidate:
 def _top_k(graphdef, params, tokens, segments, allowed, k: int):
     """Best k allowed ids and their probabilities at every position: [B, T, k] each."""
     model = nnx.merge(graphdef, params)
-    logits = model.mlm_logits(model(tokens, segments))
+    logits = model.mlm_logits(model(tokens, segments, attention_mask=real_tokens(tokens)))
     probs = jax.nn.softmax(jnp.where(allowed, logits, -jnp.inf), axis=-1)
     probs, ids = jax.lax.top_k(probs, k)
     return probs, ids

@@ -9,6 +9,7 @@ from transformer_jax.nn.attention import (
     dot_product_attention,
     dot_product_attention_weights,
     dropout,
+    key_mask,
     padding_mask,
     segment_mask,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "dot_product_attention_weights",
     "dropout",
     "fold",
+    "key_mask",
     "padding_mask",
     "grow_cache",
     "reorder_cache",

@@ -29,8 +29,17 @@ Mask = Bool[Array, "#B #N #T #S"]
 ATTENTION_KERNELS = ("auto", "reference", "xla", "cudnn")
 
 
+def key_mask(attention_mask: Bool[Array, "B S"]) -> Bool[Array, "B 1 1 S"]:
+    """Keys a per-token mask marks real (True); broadcasts over heads and queries."""
+    return attention_mask[:, None, None, :]
+
+
 def padding_mask(tokens: Int[Array, "B S"], pad_id: int = 0) -> Bool[Array, "B 1 1 S"]:
-    """Keys that are real tokens (not `pad_id`); broadcasts over heads and queries."""
+    """Keys that are real tokens (not `pad_id`); broadcasts over heads and queries.
+
+    Only for a vocabulary whose `pad_id` is a token of its own that no text encodes to (the
+    encoder-decoder's); otherwise say where the padding is with `key_mask`.
+    """
     return (tokens != pad_id)[:, None, None, :]
 
 

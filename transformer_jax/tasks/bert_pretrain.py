@@ -23,6 +23,7 @@ from jax.sharding import Mesh
 from transformer_jax import sharding as shd
 from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
+from transformer_jax.data.bert.inputs import real_tokens
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference import fill_mask
@@ -48,7 +49,13 @@ def pretrain_loss(
     The returned loss is divided by `mlm_tokens` by the step; the NSP part is scaled by
     mlm_tokens / pairs so that the quotient is mean MLM loss + mean NSP loss.
     """
-    hidden = model(batch["inputs"], batch["segment_ids"], rng=rng, deterministic=deterministic)
+    hidden = model(
+        batch["inputs"],
+        batch["segment_ids"],
+        attention_mask=real_tokens(batch["inputs"]),
+        rng=rng,
+        deterministic=deterministic,
+    )
     picked = jnp.take_along_axis(hidden, batch["mlm_positions"][..., None], axis=1)  # [B, P, D]
     mlm = losses.token_metrics(
         model.mlm_logits(picked), batch["mlm_targets"], batch["mlm_weights"], 0.0

@@ -19,6 +19,7 @@ from flax import nnx
 from ml_collections.config_dict import placeholder
 
 from transformer_jax import storage
+from transformer_jax.data.bert.inputs import real_tokens
 from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import numbers_pair, pipeline, stdlib_packages
 from transformer_jax.data.tokenizer import configured_vocab_size
@@ -41,6 +42,7 @@ def classify_loss(
     hidden = model(
         batch["inputs"],
         batch["segment_ids"],
+        attention_mask=real_tokens(batch["inputs"]),
         rng=None if rng is None else jax.random.fold_in(rng, 0),
         deterministic=deterministic,
     )

@@ -1,10 +1,17 @@
 """Texts to BERT inputs: `[CLS] A [SEP] (B [SEP])`, longest-first truncation from the end,
-literal specials neutralised, `[MASK]` kept as the mask token without a stray space piece."""
+literal specials neutralised, `[MASK]` kept as the mask token without a stray space piece, and
+the model's attention mask marking exactly the tokens laid out."""
 
 import numpy as np
 import pytest
 
-from transformer_jax.data.bert.inputs import encode_masked, encode_plain, layout, truncate_pair
+from transformer_jax.data.bert.inputs import (
+    encode_masked,
+    encode_plain,
+    layout,
+    real_tokens,
+    truncate_pair,
+)
 from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.tokens import BERT_SYMBOLS, CLS_ID, MASK_ID, PAD_ID, SEP_ID, UNK_ID
 
@@ -56,3 +63,13 @@ def test_literal_specials_become_unk_and_masks_stay(tokenizer):
                       *encode_plain(tokenizer, [" returns a list"])[0]]  # fmt: skip
     two = encode_masked(tokenizer, "[MASK] function [MASK]")
     assert two[0] == MASK_ID and two[-1] == MASK_ID and two.count(MASK_ID) == 2
+
+
+def test_real_tokens_marks_exactly_what_layout_wrote(tokenizer):
+    texts = ["the <pad> list", "json open read path", "<unk> </s> <s> \x00"]  # spelled specials
+    encoded = encode_plain(tokenizer, texts)
+    assert all(PAD_ID not in ids for ids in encoded)  # no text encodes to the padding id
+    for a, b in [(encoded[0], None), (encoded[1], encoded[2]), (encoded[2], None)]:
+        tokens, _, _ = layout(a, b, 40)
+        written = len(a) + 2 + (0 if b is None else len(b) + 1)
+        np.testing.assert_array_equal(real_tokens(tokens), np.arange(40) < written)

@@ -4,7 +4,8 @@
 part and 1 for B's. Too long an input is cut from the end of the longer text, one token at a
 time, as BERT does (deterministically here: the start of a text carries most of its meaning).
 `[CLS]`, `[SEP]` and `[MASK]` written in a text become `[UNK]`, except that `encode_masked`
-turns each literal `[MASK]` into the mask token.
+turns each literal `[MASK]` into the mask token. `layout` pads with `PAD_ID`; `real_tokens`
+gives the model's `attention_mask` of laid-out rows.
 """
 
 from __future__ import annotations
@@ -74,3 +75,15 @@ def layout(
     out = np.full((2, max_len), PAD_ID, np.int32)
     out[0, : len(tokens)], out[1, : len(tokens)] = tokens, segments
     return out[0], out[1], truncated
+
+
+def real_tokens(tokens):
+    """True at the tokens `layout` wrote, False at its padding: the encoder's `attention_mask`.
+
+    Shapes: int `[..., T]` in, bool `[..., T]` out; numpy or jax arrays alike (unannotated:
+    the data package does not import jax).
+
+    `layout` pads with `PAD_ID`, a piece of its own that no text encodes to (SentencePiece's
+    `<pad>` control piece), so in rows laid out here, and only in them, the id marks padding.
+    """
+    return tokens != PAD_ID

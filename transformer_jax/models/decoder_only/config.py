@@ -35,7 +35,7 @@ class DecoderOnlyConfig(TransformerFields):
     attention_kernel: str = "auto"  # "auto" (by the mesh devices), "reference", "xla", "cudnn".
     scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
     remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
-    pad_id: int = PAD_ID  # Token id that is padding; never attended to.
+    pad_id: int = PAD_ID  # Id batches pad with; the model never reads it (masks mark padding).
 
     def __post_init__(self):
         check_transformer_fields(

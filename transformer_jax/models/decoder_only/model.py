@@ -12,20 +12,30 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
 from transformer_jax.models.fields import SINUSOIDAL, block_spec
 from transformer_jax.nn import (
     Embedding,
     Stack,
+    combine_masks,
     dropout,
     fold,
-    padding_mask,
+    key_mask,
     segment_mask,
     sinusoidal_encoding,
 )
 from transformer_jax.sharding import constrain_batch
+
+
+def positions_after_padding(attention_mask: Bool[Array, "B T"]) -> Int[Array, "B T"]:
+    """Positions counted over real tokens only: a left-padded row's first real token gets 0.
+
+    `max(cumsum(mask) - 1, 0)`, Hugging Face's positions for padded prompts; padding takes
+    the position of the real token before it (0 before the first), which nothing reads.
+    """
+    return jnp.maximum(jnp.cumsum(attention_mask.astype(jnp.int32), axis=1) - 1, 0)
 
 
 class DecoderOnly(nnx.Module):
@@ -34,6 +44,11 @@ class DecoderOnly(nnx.Module):
     Example:
       >>> model = DecoderOnly(DecoderOnlyConfig.gpt2_small(), rngs=nnx.Rngs(0))
       >>> logits = model(tokens)  # [B, T, V]
+      >>> logits = model(tokens, attention_mask=tokens_are_real)  # padded rows
+
+    Padding is never read from token values (a token with id `cfg.pad_id` is attended to like
+    any other): a padded batch says where its padding is with `attention_mask` or, packed,
+    `segment_ids`.
     """
 
     def __init__(self, cfg: DecoderOnlyConfig, *, rngs: nnx.Rngs):
@@ -64,6 +79,7 @@ class DecoderOnly(nnx.Module):
         self,
         tokens: Int[Array, "B T"],
         *,
+        attention_mask: Bool[Array, "B T"] | None = None,
         segment_ids: Int[Array, "B T"] | None = None,
         positions: Int[Array, "B T"] | None = None,
         rng: jax.Array | None = None,
@@ -72,9 +88,19 @@ class DecoderOnly(nnx.Module):
     ):
         """Teacher-forced pass: float32 logits `[B, T, V]` for the token after each position.
 
-        With packed rows pass `segment_ids` (0 = padding) and per-document `positions`: no
-        document then attends to another. `return_attention=True` also returns the per-layer
-        self-attention weights `[B, N, T, T]`.
+        Args:
+          tokens: token ids `[B, T]`; their values never mask anything.
+          attention_mask: `[B, T]`, True at real tokens, False at padding, which is never
+            attended to. None: every token is real, which is also right for right padding
+            (no position attends to a later one). With it and no `positions`, positions count
+            real tokens only (`positions_after_padding`), so a left-padded prompt gives what
+            `init_cache(start=...)` + `decode_step` give.
+          segment_ids: packed rows: the document of each token (0 = padding), with
+            per-document `positions`; no document then attends to another. (With
+            `attention_mask` too, a key must pass both.)
+          positions: position ids `[B, T]` (default 0, 1, 2, ... or as above).
+          rng, deterministic: dropout's key, and whether dropout is off.
+          return_attention: also return the per-layer self-attention weights `[B, N, T, T]`.
         """
         if not deterministic and rng is None:
             raise ValueError("DecoderOnly: deterministic=False (dropout on) needs rng=<PRNG key>.")
@@ -83,10 +109,13 @@ class DecoderOnly(nnx.Module):
                 f"DecoderOnly: {tokens.shape[1]} tokens exceed the learned positions "
                 f"(DecoderOnlyConfig.max_len={self.cfg.max_len})."
             )
+        mask = None
+        if attention_mask is not None:
+            mask = key_mask(attention_mask)
+            if positions is None:
+                positions = positions_after_padding(attention_mask)
         if segment_ids is not None:
-            mask = segment_mask(segment_ids, segment_ids)
-        else:
-            mask = padding_mask(tokens, self.cfg.pad_id)
+            mask = combine_masks(segment_mask(segment_ids, segment_ids), mask)
         x = self._embed(tokens, positions, fold(rng, 0), deterministic)
         y, weights = self.decoder(
             x, mask, rng=fold(rng, 1), deterministic=deterministic, return_weights=return_attention
@@ -102,8 +131,9 @@ class DecoderOnly(nnx.Module):
 
         `start[b]` is the number of left-padding positions of row b (prompts of different
         lengths, right-aligned): they are never attended to, and row b's first real token
-        gets position 0. The tied output table's E^T is laid out here once ("output_table",
-        see `Embedding.transposed_table`).
+        gets position 0, as in the full pass with `attention_mask` False on them. The tied
+        output table's E^T is laid out here once ("output_table", see
+        `Embedding.transposed_table`).
         """
         if self.cfg.positional == "learned" and max_len > self.cfg.max_len:
             raise ValueError(

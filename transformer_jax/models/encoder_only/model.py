@@ -2,10 +2,11 @@
 pooler and heads.
 
 Token + segment + learned position embeddings, summed, normalised and dropped out; a `Stack` of
-bidirectional blocks from `transformer_jax.nn` under a padding mask; then, on the hidden states:
-the pooler (dense + tanh on `[CLS]`, position 0), the masked-LM head (dense + GELU + LayerNorm,
-output tied to the token embedding with its own bias), the next-sentence head (2-way on the
-pooled output), and sequence / token classification heads (`num_labels`-way).
+bidirectional blocks from `transformer_jax.nn` that never attend to the padding the caller's
+`attention_mask` marks (token values mark nothing); then, on the hidden states: the pooler
+(dense + tanh on `[CLS]`, position 0), the masked-LM head (dense + GELU + LayerNorm, output tied
+to the token embedding with its own bias), the next-sentence head (2-way on the pooled output),
+and sequence / token classification heads (`num_labels`-way).
 
 Letters: B batch, T length, D model dim, V vocabulary, K labels.
 """
@@ -15,11 +16,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxtyping import Array, Float, Int
+from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.models.encoder_only.config import EncoderOnlyConfig
 from transformer_jax.models.fields import block_spec
-from transformer_jax.nn import ACTIVATIONS, Embedding, LayerNorm, Stack, dropout, fold, padding_mask
+from transformer_jax.nn import ACTIVATIONS, Embedding, LayerNorm, Stack, dropout, fold, key_mask
 from transformer_jax.nn.layers import param
 from transformer_jax.sharding import constrain_batch
 
@@ -45,7 +46,7 @@ class EncoderOnly(nnx.Module):
 
     Example:
       >>> model = EncoderOnly(EncoderOnlyConfig.bert_base(), rngs=nnx.Rngs(0))
-      >>> hidden = model(tokens, segment_ids)  # [B, T, D]
+      >>> hidden = model(tokens, segment_ids, attention_mask=tokens_are_real)  # [B, T, D]
       >>> model.mlm_logits(hidden), model.nsp_logits(model.pool(hidden))  # [B, T, V], [B, 2]
     """
 
@@ -71,14 +72,22 @@ class EncoderOnly(nnx.Module):
         tokens: Int[Array, "B T"],
         segment_ids: Int[Array, "B T"] | None = None,
         *,
+        attention_mask: Bool[Array, "B T"] | None = None,
         rng: jax.Array | None = None,
         deterministic: bool = True,
         return_attention: bool = False,
     ):
-        """Hidden states `[B, T, D]` of every position (padding is never attended to).
+        """Hidden states `[B, T, D]` of every position.
 
-        `segment_ids` are the token types (0 for `[CLS] A [SEP]`, 1 for `B [SEP]`; default all
-        0). `return_attention=True` also returns the per-layer weights `[B, N, T, T]`.
+        Args:
+          tokens: token ids `[B, T]`; their values never mask anything.
+          segment_ids: the token types (0 for `[CLS] A [SEP]`, 1 for `B [SEP]`; default all 0).
+          attention_mask: `[B, T]`, True at real tokens, False at padding, which is never
+            attended to: a padded row's real positions get what the row alone gives. None:
+            every token is real. For rows laid out by `transformer_jax.data.bert.inputs`,
+            `real_tokens(tokens)` is this mask.
+          rng, deterministic: dropout's key, and whether dropout is off.
+          return_attention: also return the per-layer weights `[B, N, T, T]`.
         """
         if not deterministic and rng is None:
             raise ValueError("EncoderOnly: deterministic=False (dropout on) needs rng=<PRNG key>.")
@@ -88,6 +97,9 @@ class EncoderOnly(nnx.Module):
                 f"EncoderOnly: {length} tokens exceed the learned positions "
                 f"(EncoderOnlyConfig.max_len={self.cfg.max_len}); truncate the input."
             )
+        mask = None
+        if attention_mask is not None:
+            mask = key_mask(attention_mask)
         if segment_ids is None:
             segment_ids = jnp.zeros_like(tokens)
         x = (
@@ -96,7 +108,6 @@ class EncoderOnly(nnx.Module):
             + jnp.take(self.type_embed[...], segment_ids, axis=0).astype(self.embed.dtype)
         )
         x = dropout(self.embed_norm(x), self.cfg.dropout_rate, fold(rng, 0), deterministic)
-        mask = padding_mask(tokens, self.cfg.pad_id)
         hidden, weights = self.encoder(
             constrain_batch(x),
             mask,
