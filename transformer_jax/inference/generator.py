@@ -37,7 +37,7 @@ from transformer_jax.inference.mesh import MeshLike, serving_mesh
 from transformer_jax.inference.search import greedy_pick, sample_loop, sampling_pick
 from transformer_jax.models.decoder_only import DecoderOnly
 from transformer_jax.nn import unstacked
-from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID
+from transformer_jax.tokens import EOS_ID, PAD_ID
 from transformer_jax.workdir import LEGACY_TASK, CheckpointError, Workdir
 
 LENGTH_STEP = 16  # Prompt lengths are padded to a multiple of this: few compiled shapes.
@@ -84,10 +84,13 @@ def _step_fn(model: DecoderOnly):
     return step
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "cache_len", "max_new", "greedy"))
+@functools.partial(
+    jax.jit, static_argnames=("graphdef", "cache_len", "max_new", "greedy", "eos_id", "pad_id")
+)
 def _generate(graphdef, params, prompt, start, filler, key, temperature, top_k, top_p, *,
-              cache_len, max_new, greedy):  # fmt: skip
-    """New tokens `[B, max_new]` (eos, then pad, where a row stopped) after `prompt [B, P]`."""
+              cache_len, max_new, greedy, eos_id=EOS_ID, pad_id=PAD_ID):  # fmt: skip
+    """New tokens `[B, max_new]` (eos, then pad, where a row stopped) after `prompt [B, P]`;
+    `eos_id` and `pad_id` are the tokenizer's (a pretrained GPT-2's are its own)."""
     model = unstacked(nnx.merge(graphdef, params))  # Layers sliced once, not at every step.
     return sample_loop(
         _step_fn(model),
@@ -97,8 +100,8 @@ def _generate(graphdef, params, prompt, start, filler, key, temperature, top_k, 
         pick_fn=_pick(greedy, temperature, top_k, top_p),
         rng=key,
         bos_id=prompt[:, -1],
-        eos_id=EOS_ID,
-        pad_id=PAD_ID,
+        eos_id=eos_id,
+        pad_id=pad_id,
         finished=filler,
     ).tokens
 
@@ -139,6 +142,9 @@ class Generator:
         steps: Sequence[int] = (),
     ):
         self.model, self.tokenizer, self.steps = model, tokenizer, tuple(steps)
+        # The tokenizer's special ids; GPT-2's one special token is bos, eos and padding.
+        self._bos_id = tokenizer.bos_id
+        self._pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else tokenizer.eos_id
         self._graphdef, self._params = nnx.split(model)
         self._global_mesh = mesh
         self._mesh = Mesh(np.asarray(jax.local_devices()), ("data",)) if mesh is None else mesh
@@ -190,7 +196,7 @@ class Generator:
         for i, prompt in enumerate(prompts):
             if not isinstance(prompt, str):
                 raise TypeError(f"prompts[{i}] is a {type(prompt).__name__}, not a str.")
-            ids = [BOS_ID, *self.tokenizer.encode(prompt)]
+            ids = [self._bos_id, *self.tokenizer.encode(prompt)]
             if len(ids) > room:
                 warnings.warn(
                     f"prompt {i} has {len(ids)} tokens (BOS included) but only {room} fit "
@@ -214,8 +220,8 @@ class Generator:
         width = min(
             LENGTH_STEP * math.ceil(longest / LENGTH_STEP), self.model.cfg.max_len - max_new_tokens
         )
-        prompt = np.full((rows, width), PAD_ID, np.int32)
-        prompt[:, -1] = BOS_ID
+        prompt = np.full((rows, width), self._pad_id, np.int32)
+        prompt[:, -1] = self._bos_id
         start = np.full((rows,), width - 1, np.int32)
         for r, ids in enumerate(encoded):
             prompt[r, width - len(ids) :] = ids
@@ -287,6 +293,7 @@ class Generator:
             tokens = self._run(
                 _generate, self._graphdef, self._params, prompt, start, filler, key, *settings,
                 cache_len=cache_len, max_new=max_new_tokens, greedy=temperature == 0,
+                eos_id=self.tokenizer.eos_id, pad_id=self._pad_id,
             )  # fmt: skip
             tokens = shd.to_host(tokens)[: len(chunk)]
             outputs += [
@@ -331,7 +338,7 @@ class Generator:
                 *settings, greedy=greedy,
             )  # fmt: skip
             value = int(shd.to_host(token)[0])
-            if value == EOS_ID:
+            if value == self.tokenizer.eos_id:
                 break
             new.append(value)
             text = self._continuation(ids, new)

@@ -29,10 +29,13 @@ from transformer_jax import sharding as shd
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference.mesh import MeshLike, check_fits, serving_mesh
+from transformer_jax.interop import tokenizer as pretrained
+from transformer_jax.interop.tokenizer import MarianTokenizer, PretrainedTokenizer
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
 from transformer_jax.workdir import CheckpointError, Workdir
 
-AnyTokenizer = Tokenizer | ByteTokenizer  # The two share encode/decode/vocab_size/special ids.
+# They share encode/decode/vocab_size/special ids; the last two are converted checkpoints'.
+AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer | MarianTokenizer
 
 
 def _brief(error: Exception) -> str:
@@ -59,10 +62,17 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
 
 # ---------------------------------------------------------------------------- workdir files
 def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> AnyTokenizer:
-    """The tokenizer of the run: bytes (`data.tokenizer="byte"`), else
+    """The tokenizer of the run: bytes (`data.tokenizer="byte"`), a converted checkpoint's
+    (`"pretrained"`: `workdir/tokenizer/`, see `transformer_jax.interop`), else
     `workdir/tokenizer.model`, else `data.spm_model_path`."""
-    if config.get("data", {}).get("tokenizer") == "byte":
+    kind = config.get("data", {}).get("tokenizer")
+    if kind == "byte":
         return ByteTokenizer()
+    if kind == "pretrained":
+        try:
+            return pretrained.load(workdir.path / pretrained.WORKDIR_FOLDER)
+        except ValueError as e:
+            raise CheckpointError(f"{e} (the tokenizer of {workdir}).") from e
     path = workdir.tokenizer_model
     external = config.get("data", {}).get("spm_model_path")
     if not path.is_file() and external:

@@ -197,11 +197,13 @@ class Translator:
         else:
             src = shd.place_batch(src, self._global_mesh)
         with jax.set_mesh(self._mesh):  # Activations keep the batch split (constrain_batch).
+            # The tokenizer's ids: a converted OPUS-MT model starts from <pad>, ends at </s>.
+            ids = {"bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
             if beam_size == 1:
-                tokens, _ = greedy_decode(self.model, src, max_len=max_len)
+                tokens, _ = greedy_decode(self.model, src, max_len=max_len, **ids)
             else:
                 tokens, _ = beam_search(
-                    self.model, src, beam_size=beam_size, alpha=alpha, max_len=max_len
+                    self.model, src, beam_size=beam_size, alpha=alpha, max_len=max_len, **ids
                 )
                 tokens = tokens[:, 0]
         return shd.to_host(tokens)
@@ -273,7 +275,8 @@ class Translator:
             for start in range(0, len(todo), batch_size):
                 idx = todo[start : start + batch_size]
                 length = _round_up(max(len(encoded[i]) for i in idx), LENGTH_STEP)
-                src = np.zeros((self._rows(len(idx), batch_size), length), np.int32)
+                rows = self._rows(len(idx), batch_size)
+                src = np.full((rows, length), self.model.cfg.pad_id, np.int32)
                 for row, i in enumerate(idx):
                     src[row, : len(encoded[i])] = encoded[i]
                 tokens = self._decode_batch(src, beam_size, alpha, max_len)
@@ -298,7 +301,8 @@ class Translator:
             raise ValueError("attention: the source is empty; there is nothing to attend to.")
         if target is None:
             target = self.translate([source], beam_size=1)[0]
-        tgt_ids = self.tokenizer.encode(target)[: self.model.cfg.max_len - 1]
+        encode_target = getattr(self.tokenizer, "encode_target", self.tokenizer.encode)
+        tgt_ids = encode_target(target)[: self.model.cfg.max_len - 1]
         tok = self.tokenizer
         tgt_in = [tok.bos_id] + tgt_ids
         graphdef, params = nnx.split(self.model)

@@ -1,0 +1,177 @@
+"""GPT-2 (`GPT2LMHeadModel`, `GPT2Model`) <-> the decoder-only model.
+
+The architectures agree: pre-LN blocks with a final LayerNorm, learned positions, the tanh GELU,
+biases on every projection, the output tied to the token embedding. GPT-2's `Conv1D` weights
+are `[in, out]` (x @ W) and `c_attn` packs the query, key and value projections along its output
+axis, heads major inside each. GPT-2's key bias is dropped: it adds the same q.b_k to every score
+of a query, which the softmax cancels, so the outputs are unchanged (exported as zeros).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tensors import Source
+from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
+
+ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
+PREFIXES = ("transformer.", "")  # GPT2LMHeadModel saves "transformer.h.0...", GPT2Model "h.0...".
+IGNORED = (".attn.bias", ".attn.masked_bias")  # Causal-mask buffers of older checkpoints.
+
+_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
+                "relu": "relu"}  # fmt: skip
+_EXPORTED_ACTIVATIONS = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+
+
+def _refuse(where: str, field: str, value: Any, why: str) -> ConversionError:
+    return ConversionError(f"{where}: {field}={value!r} {why}; transformer_jax cannot express it.")
+
+
+def model_config(hf: dict[str, Any], where: str) -> DecoderOnlyConfig:
+    """The decoder-only config of a GPT-2 config.json (`where` names the file for errors)."""
+    if hf.get("scale_attn_by_inverse_layer_idx"):
+        raise _refuse(
+            where, "scale_attn_by_inverse_layer_idx", True, "scales layer i's scores by 1/(i+1)"
+        )
+    if hf.get("scale_attn_weights", True) is False:
+        raise _refuse(where, "scale_attn_weights", False, "leaves scores unscaled by 1/sqrt(d_k)")
+    if hf.get("add_cross_attention"):
+        raise _refuse(where, "add_cross_attention", True, "adds cross-attention to every block")
+    activation = hf.get("activation_function", "gelu_new")
+    if activation not in _ACTIVATIONS:
+        raise _refuse(
+            where, "activation_function", activation, f"is not one of {sorted(_ACTIVATIONS)}"
+        )
+    d_model = int(hf["n_embd"])
+    return DecoderOnlyConfig(
+        vocab_size=int(hf["vocab_size"]),
+        num_layers=int(hf["n_layer"]),
+        d_model=d_model,
+        num_heads=int(hf["n_head"]),
+        d_ff=int(hf.get("n_inner") or 4 * d_model),
+        dropout_rate=float(hf.get("resid_pdrop", 0.1)),
+        attention_dropout_rate=float(hf.get("attn_pdrop", 0.1)),
+        norm="pre",
+        activation=_ACTIVATIONS[activation],
+        positional="learned",
+        max_len=int(hf["n_positions"]),
+        use_bias=True,
+        layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
+        pad_id=int(hf.get("eos_token_id") or 0),
+    )
+
+
+def params_from_hf(source: Source, cfg: DecoderOnlyConfig) -> dict[str, np.ndarray]:
+    """The model's parameters by path from the checkpoint's tensors."""
+    d, n, h, f = cfg.d_model, cfg.num_heads, cfg.head_dim, cfg.d_ff
+    out = {
+        "embed/embedding": source.get("wte.weight", (cfg.vocab_size, d)),
+        "pos_embed": source.get("wpe.weight", (cfg.max_len, d)),
+        "decoder/final_norm/scale": source.get("ln_f.weight", (d,)),
+        "decoder/final_norm/bias": source.get("ln_f.bias", (d,)),
+    }
+    lm_head = source.name("lm_head.weight")  # Present when saved untied (older checkpoints).
+    if lm_head is not None:
+        source.used.add(lm_head)
+        if not np.array_equal(source.tensors[lm_head], source.tensors[source.name("wte.weight")]):
+            raise ConversionError(
+                f"{source.where}: lm_head.weight differs from wte.weight; transformer_jax ties "
+                f"the output projection to the token embedding (GPT-2 does), so an untied head "
+                f"cannot be expressed."
+            )
+    for i in range(cfg.num_layers):
+        hf, us = f"h.{i}.", f"decoder/layers/{i}/"
+        qkv = source.get(hf + "attn.c_attn.weight", (d, 3 * d))
+        qkv_bias = source.get(hf + "attn.c_attn.bias", (3 * d,))
+        for j, name in enumerate(("query", "key", "value")):
+            out[us + f"self_attn/{name}"] = qkv[:, j * d : (j + 1) * d].reshape(d, n, h)
+        out[us + "self_attn/query_bias"] = qkv_bias[:d].reshape(n, h)
+        out[us + "self_attn/value_bias"] = qkv_bias[2 * d :].reshape(n, h)
+        out[us + "self_attn/out"] = source.get(hf + "attn.c_proj.weight", (d, d)).reshape(n, h, d)
+        out[us + "self_attn/out_bias"] = source.get(hf + "attn.c_proj.bias", (d,))
+        out[us + "self_attn_norm/scale"] = source.get(hf + "ln_1.weight", (d,))
+        out[us + "self_attn_norm/bias"] = source.get(hf + "ln_1.bias", (d,))
+        out[us + "ffn_norm/scale"] = source.get(hf + "ln_2.weight", (d,))
+        out[us + "ffn_norm/bias"] = source.get(hf + "ln_2.bias", (d,))
+        out[us + "ffn/w1"] = source.get(hf + "mlp.c_fc.weight", (d, f))
+        out[us + "ffn/b1"] = source.get(hf + "mlp.c_fc.bias", (f,))
+        out[us + "ffn/w2"] = source.get(hf + "mlp.c_proj.weight", (f, d))
+        out[us + "ffn/b2"] = source.get(hf + "mlp.c_proj.bias", (d,))
+    return out
+
+
+def check_exportable(cfg: DecoderOnlyConfig, where: str) -> None:
+    """Raises naming the field a GPT-2 checkpoint cannot hold."""
+    if cfg.norm != "pre":
+        raise ConversionError(f"{where}: norm={cfg.norm!r}; GPT-2 blocks are pre-LN ('pre').")
+    if cfg.activation not in _EXPORTED_ACTIVATIONS:
+        raise ConversionError(
+            f"{where}: activation={cfg.activation!r} has no GPT-2 activation_function "
+            f"(exportable: {sorted(_EXPORTED_ACTIVATIONS)})."
+        )
+
+
+def params_to_hf(
+    flat: dict[str, np.ndarray], cfg: DecoderOnlyConfig, positions: np.ndarray
+) -> dict[str, np.ndarray]:
+    """GPT2LMHeadModel's tensors; `positions` is the `[max_len, D]` table the model adds
+    (learned, or the sinusoidal one written out)."""
+    d, f = cfg.d_model, cfg.d_ff
+    zeros = np.zeros
+    out = {
+        "transformer.wte.weight": flat["embed/embedding"],
+        "transformer.wpe.weight": positions,
+        "transformer.ln_f.weight": flat["decoder/final_norm/scale"],
+        "transformer.ln_f.bias": flat["decoder/final_norm/bias"],
+    }
+    for i in range(cfg.num_layers):
+        hf, us = f"transformer.h.{i}.", f"decoder/layers/{i}/"
+
+        def get(name, shape, us=us):  # A bias the model lacks (use_bias=False) is zero.
+            return flat.get(us + name, zeros(shape, np.float32))
+
+        out[hf + "attn.c_attn.weight"] = np.concatenate(
+            [flat[us + f"self_attn/{k}"].reshape(d, d) for k in ("query", "key", "value")], axis=1
+        )
+        out[hf + "attn.c_attn.bias"] = np.concatenate(
+            [get("self_attn/query_bias", (d,)).reshape(d), zeros(d, np.float32),
+             get("self_attn/value_bias", (d,)).reshape(d)]
+        )  # fmt: skip
+        out[hf + "attn.c_proj.weight"] = flat[us + "self_attn/out"].reshape(d, d)
+        out[hf + "attn.c_proj.bias"] = get("self_attn/out_bias", (d,))
+        out[hf + "ln_1.weight"] = flat[us + "self_attn_norm/scale"]
+        out[hf + "ln_1.bias"] = flat[us + "self_attn_norm/bias"]
+        out[hf + "ln_2.weight"] = flat[us + "ffn_norm/scale"]
+        out[hf + "ln_2.bias"] = flat[us + "ffn_norm/bias"]
+        out[hf + "mlp.c_fc.weight"] = flat[us + "ffn/w1"]
+        out[hf + "mlp.c_fc.bias"] = get("ffn/b1", (f,))
+        out[hf + "mlp.c_proj.weight"] = flat[us + "ffn/w2"]
+        out[hf + "mlp.c_proj.bias"] = get("ffn/b2", (d,))
+    return out
+
+
+def config_to_hf(cfg: DecoderOnlyConfig, bos_id: int, eos_id: int) -> dict[str, Any]:
+    """A GPT-2 config.json for `cfg`."""
+    return {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": cfg.vocab_size,
+        "n_positions": cfg.max_len,
+        "n_embd": cfg.d_model,
+        "n_layer": cfg.num_layers,
+        "n_head": cfg.num_heads,
+        "n_inner": cfg.d_ff,
+        "activation_function": _EXPORTED_ACTIVATIONS[cfg.activation],
+        "layer_norm_epsilon": cfg.layer_norm_eps,
+        "resid_pdrop": cfg.dropout_rate,
+        "embd_pdrop": cfg.dropout_rate,
+        "attn_pdrop": cfg.attention_dropout_rate,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": True,
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "torch_dtype": "float32",
+    }
