@@ -63,12 +63,12 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
 # ---------------------------------------------------------------------------- workdir files
 def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> AnyTokenizer:
     """The tokenizer of the run: bytes (`data.tokenizer="byte"`), a converted checkpoint's
-    (`"pretrained"`: `workdir/tokenizer/`, see `transformer_jax.interop`), else
+    (`workdir/tokenizer/`, see `transformer_jax.interop`; also in runs fine-tuned from one), else
     `workdir/tokenizer.model`, else `data.spm_model_path`."""
     kind = config.get("data", {}).get("tokenizer")
     if kind == "byte":
         return ByteTokenizer()
-    if kind == "pretrained":
+    if kind == "pretrained" or pretrained.in_workdir(workdir.path):
         try:
             return pretrained.load(workdir.path / pretrained.WORKDIR_FOLDER)
         except ValueError as e:

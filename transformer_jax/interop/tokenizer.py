@@ -254,6 +254,11 @@ def read_hf_tokenizer(folder: epath.Path, kind: str, defaults: dict[str, str | N
     )
 
 
+def in_workdir(workdir: str | epath.Path) -> bool:
+    """Whether a workdir holds a converted checkpoint's tokenizer (`tokenizer/`)."""
+    return (storage.as_path(workdir) / WORKDIR_FOLDER / SPECIALS).is_file()
+
+
 def load(folder: str | epath.Path):
     """The tokenizer a workdir's `tokenizer/` folder holds (written by `save`)."""
     folder = storage.as_path(folder)
