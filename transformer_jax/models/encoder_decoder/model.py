@@ -164,7 +164,9 @@ class EncoderDecoder(nnx.Module):
             self_mask = segment_mask(tgt_segment_ids, tgt_segment_ids)
             cross_mask = segment_mask(tgt_segment_ids, src_segment_ids)
         else:
-            self_mask = padding_mask(tgt_in, self.cfg.pad_id)
+            # Causal attention alone keeps every real target from reading the right padding;
+            # target ids never mask (Marian's decoder starts from the pad token itself).
+            self_mask = None
             cross_mask = src_mask[:, None, None, :]
         y = self._embed(self.tgt_embed, tgt_in, tgt_positions, fold(rng, 2), deterministic)
         y, weights = self.decoder(
