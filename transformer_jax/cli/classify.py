@@ -24,14 +24,17 @@ from transformer_jax.cli import common
 from transformer_jax.inference.classifier import Classifier
 
 
-def parse_line(line: str, pair: bool, where: str) -> str | tuple[str, str]:
+def parse_line(line: str, pair: bool | None, where: str) -> str | tuple[str, str]:
     """A text, or for a pair classifier the two texts of `text_a<TAB>text_b`.
 
     Args:
       line: one input line.
-      pair: whether the classifier reads pairs.
+      pair: whether the classifier reads pairs; None (a converted classifier) reads a line
+        with one tab as a pair, any other as one text.
       where: how an error names the line, e.g. "<stdin>:3".
     """
+    if pair is None and line.count("\t") == 1 and line.split("\t")[1].strip():
+        return tuple(line.split("\t"))
     if not pair:
         return line
     parts = line.split("\t")

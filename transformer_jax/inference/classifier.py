@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from transformer_jax.data.bert.inputs import encode_plain, real_tokens
+from transformer_jax.data.bert.inputs import encode_plain, real_tokens, specials_of
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
 from transformer_jax.inference.mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
@@ -59,7 +59,9 @@ def label_names(names: object) -> list[str]:
 class Classifier:
     """A fine-tuned encoder with its label names."""
 
-    def __init__(self, run: EncoderRun, label_names: Sequence[str], pair: bool):
+    def __init__(self, run: EncoderRun, label_names: Sequence[str], pair: bool | None):
+        """`pair`: whether inputs are pairs of texts; None reads either (a converted
+        `BertForSequenceClassification`, whose config does not say)."""
         if len(label_names) != run.model.cfg.num_labels:
             raise CheckpointError(
                 f"{run.workdir.labels_json}: {len(label_names)} labels, but the model has "
@@ -86,8 +88,8 @@ class Classifier:
         try:
             labels = json.loads(path.read_bytes())
             names, pair = label_names(labels["label_names"]), labels["pair"]
-            if not isinstance(pair, bool):
-                raise TypeError(f"'pair' is {pair!r}, not true or false")
+            if not isinstance(pair, bool | None):
+                raise TypeError(f"'pair' is {pair!r}, not true, false or null")
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(
                 f"{path}: missing or unreadable ({e}). It lists the label names; rerun "
@@ -108,7 +110,7 @@ class Classifier:
                 continue
             if not isinstance(item, (tuple, list)) or not all(isinstance(t, str) for t in item):
                 raise TypeError(f"inputs[{i}] is {item!r}: give a str or a pair of str.")
-            if not self.pair:
+            if self.pair is False:
                 raise ValueError(f"inputs[{i}] is a pair, but this classifier reads single texts.")
             if len(item) != 2 or not item[1].strip():
                 raise ValueError(
@@ -141,7 +143,9 @@ class Classifier:
         out = []
         for start in range(0, len(encoded), batch_size):
             chunk = encoded[start : start + batch_size]
-            tokens, segments = batch_inputs(chunk, self.max_len, rows=batch_size)
+            tokens, segments = batch_inputs(
+                chunk, self.max_len, rows=batch_size, specials=specials_of(self.run.tokenizer)
+            )
             with under(self.run.mesh):
                 probs = _probabilities(
                     self._graphdef, self._params, *on_mesh(self.run.mesh, tokens, segments)

@@ -15,10 +15,11 @@ import numpy as np
 from flax import nnx
 from jax.sharding import Mesh
 
-from transformer_jax.data.bert.inputs import layout, real_tokens
+from transformer_jax.data.bert.inputs import PROJECT, Specials, layout, real_tokens
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
 from transformer_jax.inference.mesh import MeshLike, serving_mesh
+from transformer_jax.interop.tokenizer import PretrainedTokenizer
 from transformer_jax.workdir import CheckpointError, Workdir
 
 MIN_LENGTH = 16  # Shortest padded length: fewer compiled shapes for short texts.
@@ -29,7 +30,7 @@ class EncoderRun:
     """A loaded encoder workdir: model, tokenizer, config and the steps loaded."""
 
     model: nnx.Module
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer | PretrainedTokenizer  # The latter: a converted checkpoint's.
     workdir: Workdir
     task: str
     steps: list[int]
@@ -73,13 +74,18 @@ def padded_length(longest: int, max_len: int) -> int:
 
 
 def batch_inputs(
-    encoded: Sequence[tuple[list[int], list[int] | None]], max_len: int, *, rows: int
+    encoded: Sequence[tuple[list[int], list[int] | None]],
+    max_len: int,
+    *,
+    rows: int,
+    specials: Specials = PROJECT,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(tokens, segment ids), int32 [rows, L]: the inputs laid out, padded to rows and a
+    """(tokens, segment ids), int32 [rows, L]: the inputs laid out with `specials` (the
+    tokenizer's [CLS] and [SEP], `specials_of`), padded to rows and a
     power-of-two length. An input longer than `max_len` is truncated with a warning."""
     laid = []
     for i, (a, b) in enumerate(encoded):
-        tokens, segments, truncated = layout(a, b, max_len)
+        tokens, segments, truncated = layout(a, b, max_len, specials)
         if truncated:
             kept = int(real_tokens(tokens).sum())
             warnings.warn(

@@ -21,11 +21,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked, real_tokens
+from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked, real_tokens, specials_of
 from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
 from transformer_jax.inference.mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
-from transformer_jax.tokens import FIRST_REGULAR_ID, MASK_ID
+from transformer_jax.tokens import FIRST_REGULAR_ID
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +59,15 @@ class MaskFiller:
         self._graphdef, self._params = nnx.split(run.model)
         # Guesses are ordinary pieces that write something: not specials, not a bare space.
         tokenizer = run.tokenizer
-        self._allowed = np.array(
-            [i >= FIRST_REGULAR_ID and tokenizer.decode([i]).strip() != ""
-             for i in range(tokenizer.vocab_size)]
-        )  # fmt: skip
+        self.specials = specials_of(tokenizer)
+        converted = getattr(tokenizer, "cls_id", None) is not None  # Its specials decode to "".
+        self._wordpiece = converted
+        first = 0 if converted else FIRST_REGULAR_ID
+        self._allowed = np.zeros(run.model.cfg.vocab_size, bool)
+        self._allowed[: tokenizer.vocab_size] = [
+            i >= first and i not in self.specials.inputs and tokenizer.decode([i]).strip() != ""
+            for i in range(tokenizer.vocab_size)
+        ]
 
     @classmethod
     def from_checkpoint(
@@ -89,7 +94,7 @@ class MaskFiller:
                 f"'The {MASK_TEXT} function returns a list.' (got {text[:80]!r})"
             )
         # [CLS] text [SEP] in max_len positions: the text's first max_len - 2 tokens are kept.
-        if MASK_ID not in encode_masked(self.run.tokenizer, text)[: self.max_len - 2]:
+        if self.specials.mask not in encode_masked(self.run.tokenizer, text)[: self.max_len - 2]:
             return (
                 f"has every {MASK_TEXT} beyond the model's {self.max_len} tokens, where the "
                 f"text is cut. Shorten the text before its first {MASK_TEXT}."
@@ -129,13 +134,13 @@ class MaskFiller:
         for start in range(0, len(texts), batch_size):
             chunk = encoded[start : start + batch_size]
             tokens, segments = batch_inputs([(ids, None) for ids in chunk], self.max_len,
-                                            rows=batch_size)  # fmt: skip
+                                            rows=batch_size, specials=self.specials)  # fmt: skip
             with under(self.run.mesh):
                 placed = on_mesh(self.run.mesh, tokens, segments)
                 found = _top_k(self._graphdef, self._params, *placed, self._allowed, top_k)
             probs, ids = jax.tree.map(to_host, found)
             for r, text in enumerate(texts[start : start + batch_size]):
-                positions = np.flatnonzero(tokens[r] == MASK_ID)  # Not empty: see `problem`.
+                positions = np.flatnonzero(tokens[r] == self.specials.mask)  # See `problem`.
                 results.append(
                     [
                         self._candidates(text, m, probs[r, p], ids[r, p])
@@ -150,9 +155,16 @@ class MaskFiller:
         for p, i in zip(probs.tolist(), ids.tolist(), strict=True):
             piece = self.run.tokenizer.id_to_piece(i)
             word = self.run.tokenizer.decode([i])
-            spaced = piece.startswith("▁") and before and not before.endswith((" ", "\n"))
+            starts = _starts_word(piece, self._wordpiece)
+            spaced = starts and before and not before.endswith((" ", "\n"))
             out.append(Candidate(word, float(p), before + (" " if spaced else "") + word + after))
         return out
+
+
+def _starts_word(piece: str, wordpiece: bool) -> bool:
+    """Whether a piece starts a word: SentencePiece's "▁word"; in WordPiece (a converted
+    BERT's) every piece but a "##" continuation."""
+    return not piece.startswith("##") if wordpiece else piece.startswith("▁")
 
 
 def _split_at_mask(text: str, mask: int) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import ml_collections
 import numpy as np
 
-from transformer_jax.data.bert.inputs import encode_plain, layout
+from transformer_jax.data.bert.inputs import encode_plain, layout, specials_of
 from transformer_jax.data.bert.pipeline import check_bert_tokenizer
 from transformer_jax.data.classify.examples import Example, LabelledSplits
 from transformer_jax.data.classify.numbers_pair import numbers_pair_dataset
@@ -36,6 +36,7 @@ from transformer_jax.data.labelled_batches import (
     shuffled_epoch,
 )
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.interop import tokenizer as converted
 from transformer_jax.tokens import BERT_SYMBOLS
 from transformer_jax.workdir import Workdir
 
@@ -59,6 +60,8 @@ def load_classify_tokenizer(
     """The pretrained workdir's tokenizer (`init_from`), `spm_model_path`, or one trained on
     the training texts with BERT's pieces (kept as workdir/tokenizer.model)."""
     workdir = as_workdir(workdir)
+    if init_from and converted.in_workdir(init_from):  # A converted checkpoint's tokenizer.
+        return _converted_tokenizer(cfg, workdir, init_from)
     if workdir.tokenizer_model.exists() and (init_from or cfg.spm_model_path is not None):
         tokenizer = Tokenizer.load(workdir.tokenizer_model)  # copied at the run's start
     elif init_from:
@@ -98,6 +101,22 @@ def load_classify_tokenizer(
     return tokenizer
 
 
+def _converted_tokenizer(cfg: ml_collections.ConfigDict, workdir: Workdir, init_from: str):
+    """The tokenizer of a converted checkpoint (`transformer_jax.interop`), copied into the
+    fine-tuning workdir's tokenizer/ so that the run stands on its own."""
+    if cfg.spm_model_path is not None:
+        raise ValueError(
+            f"config.data.spm_model_path={cfg.spm_model_path!r} but config.init_from="
+            f"{init_from!r} brings its own tokenizer. Unset spm_model_path: the pretrained "
+            f"embeddings only fit the pretrained tokenizer."
+        )
+    tokenizer = converted.load(Workdir.at(init_from).path / converted.WORKDIR_FOLDER)
+    specials_of(tokenizer)  # Refuses one without BERT's special tokens.
+    if not converted.in_workdir(workdir.path):
+        tokenizer.save(workdir.path / converted.WORKDIR_FOLDER)
+    return tokenizer
+
+
 @dataclasses.dataclass(frozen=True)
 class EncodedSplit:
     """A split's examples laid out: tokens and segment ids int32 [N, T], labels int32 [N]."""
@@ -115,18 +134,17 @@ class EncodedSplit:
         return {"inputs": self.tokens, "segment_ids": self.segments, "labels": self.labels}
 
 
-def encode_examples(
-    tokenizer: Tokenizer, examples: Sequence[Example], max_len: int
-) -> EncodedSplit:
+def encode_examples(tokenizer, examples: Sequence[Example], max_len: int) -> EncodedSplit:
     """Every example as one row `[CLS] A [SEP] (B [SEP])` of `max_len` tokens."""
     a_ids = encode_plain(tokenizer, [ex.text_a for ex in examples])
     b_texts = [ex.text_b for ex in examples if ex.text_b is not None]
     b_ids = iter(encode_plain(tokenizer, b_texts))
+    specials = specials_of(tokenizer)
     tokens = np.zeros((len(examples), max_len), np.int32)
     segments, truncated = np.zeros_like(tokens), 0
     for i, (ex, a) in enumerate(zip(examples, a_ids, strict=True)):
         b = next(b_ids) if ex.text_b is not None else None
-        tokens[i], segments[i], cut = layout(a, b, max_len)
+        tokens[i], segments[i], cut = layout(a, b, max_len, specials)
         truncated += cut
     labels = np.array([ex.label for ex in examples], np.int32)
     return EncodedSplit(tokens, segments, labels, truncated)
