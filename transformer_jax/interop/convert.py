@@ -52,7 +52,7 @@ FAMILIES = {
                     "mask": "[MASK]"}),
     "vit": Family(vit, "vit", "image_classify", None, {}),
     "marian": Family(marian, "encoder_decoder", "translation", "marian",
-                     {"pad": "<pad>", "eos": "</s>", "unk": "<unk>"}),
+                     {"pad": "<pad>", "eos": "</s>", "unk": "<unk>", "bos": "<pad>"}),
 }  # fmt: skip
 
 
@@ -230,7 +230,7 @@ def write_workdir(converted: Converted, workdir: str | os.PathLike, source: str)
     if converted.tokenizer is not None:
         converted.tokenizer.save(out.path / tokenizers.WORKDIR_FOLDER)
     if converted.labels is not None:
-        labels = {"label_names": converted.labels, "pair": False}
+        labels = {"label_names": converted.labels, "pair": None}  # Texts or pairs alike.
         if converted.model_type == "vit":
             labels = {"label_names": converted.labels}
         storage.write_text_atomic(out.labels_json, json.dumps(labels, indent=1))

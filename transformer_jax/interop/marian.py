@@ -99,10 +99,10 @@ def _norm(source: Source, out: dict, hf: str, us: str, d: int) -> None:
 
 
 def _ffn(source: Source, out: dict, hf: str, us: str, d: int, f: int) -> None:
-    out[us + "ffn/w1"] = source.get(f"{hf}.fc1.weight", (f, d)).T
-    out[us + "ffn/b1"] = source.get(f"{hf}.fc1.bias", (f,))
-    out[us + "ffn/w2"] = source.get(f"{hf}.fc2.weight", (d, f)).T
-    out[us + "ffn/b2"] = source.get(f"{hf}.fc2.bias", (d,))
+    out[us + "ffn/w1"] = source.get(f"{hf}fc1.weight", (f, d)).T
+    out[us + "ffn/b1"] = source.get(f"{hf}fc1.bias", (f,))
+    out[us + "ffn/w2"] = source.get(f"{hf}fc2.weight", (d, f)).T
+    out[us + "ffn/b2"] = source.get(f"{hf}fc2.bias", (d,))
 
 
 def params_from_hf(

@@ -79,6 +79,9 @@ class PretrainedTokenizer(_Specials):
             raise ConversionError(
                 f"{where}: not a tokenizer.json the tokenizers library reads ({e})."
             ) from None
+        # A saved tokenizer.json may pad or truncate batches; ids here are never padded or cut.
+        self._backend.no_padding()
+        self._backend.no_truncation()
         self._json = json_text
         self._set_specials(special_tokens, self._backend.token_to_id, where)
 

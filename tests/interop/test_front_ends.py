@@ -1,0 +1,111 @@
+"""A converted workdir is an ordinary one: the front ends load it, lay out inputs as the
+checkpoint's tokenizer does, and give what `transformers` gave."""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from transformer_jax import interop
+from transformer_jax.data.bert.inputs import encode_plain, layout, specials_of
+from transformer_jax.inference.classifier import Classifier
+from transformer_jax.inference.fill_mask import MaskFiller
+from transformer_jax.inference.generator import Generator
+from transformer_jax.inference.image_classifier import ImageClassifier
+from transformer_jax.inference.translator import Translator
+
+FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf"
+
+
+def reference(name: str) -> tuple[dict, dict]:
+    folder = FIXTURES / name
+    arrays = dict(np.load(folder / "reference.npz"))
+    return arrays, json.loads((folder / "reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def workdirs(tmp_path_factory):
+    """Each fixture converted once into a workdir."""
+    root = tmp_path_factory.mktemp("converted")
+    cache = {}
+
+    def get(name: str) -> pathlib.Path:
+        if name not in cache:
+            interop.from_hf(FIXTURES / name, root / name)
+            cache[name] = root / name
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("mesh", [None, {"fsdp": 2}])
+def test_generator_greedy_equals_transformers(workdirs, mesh):
+    generator = Generator.from_checkpoint(workdirs("gpt2"), mesh=mesh)
+    _, meta = reference("gpt2")
+    prompts = meta["generation"]["prompts"]
+    texts = generator.generate([p["text"] for p in prompts], max_new_tokens=8, temperature=0)
+    # transformers' prompt is <|endoftext|> + the text: what the Generator feeds (its bos).
+    assert [p["prompt_ids"][0] for p in prompts] == [generator.tokenizer.bos_id] * len(prompts)
+    assert texts == [p["new_text"] for p in prompts]
+
+
+def test_bert_inputs_are_laid_out_as_transformers_does(workdirs):
+    run = MaskFiller.from_checkpoint(workdirs("bert_mlm")).run
+    _, meta = reference("bert_mlm")
+    specials = specials_of(run.tokenizer)
+    for item in meta["pairs"]:
+        a, b = encode_plain(run.tokenizer, item["text"])
+        tokens, segments, _ = layout(a, b, len(item["input_ids"]), specials)
+        assert tokens.tolist() == [
+            specials.unk if i == specials.mask else i for i in item["input_ids"]
+        ]  # A [MASK] written in a text to classify is unk (transformers reads it as the mask).
+        assert segments.tolist() == item["token_type_ids"]
+
+
+def test_fill_mask_on_a_converted_bert(workdirs):
+    filler = MaskFiller.from_checkpoint(workdirs("bert_mlm"))
+    guesses = filler.fill_mask("The model reads a [MASK] word.", top_k=3)
+    assert len(guesses) == 1 and len(guesses[0]) == 3
+    assert all("[" not in g.token for g in guesses[0]), "a special token was guessed"
+    assert sum(g.probability for g in guesses[0]) <= 1.0
+
+
+def test_classifier_equals_transformers(workdirs):
+    classifier = Classifier.from_checkpoint(workdirs("bert_sequence"))
+    ref, meta = reference("bert_sequence")
+    rows = [0, 2]  # Row 1 writes "[MASK]" in its text, which transformers reads as the mask.
+    pairs = [tuple(meta["pairs"][r]["text"]) for r in rows]
+    got = classifier.predict(pairs)
+    want = np.exp(ref["logits"][rows]) / np.exp(ref["logits"][rows]).sum(-1, keepdims=True)
+    for prediction, probabilities in zip(got, want, strict=True):
+        assert classifier.label_names == ("LABEL_0", "LABEL_1", "LABEL_2")
+        np.testing.assert_allclose(
+            [prediction.probabilities[n] for n in classifier.label_names], probabilities, atol=1e-5
+        )
+
+
+def test_image_classifier_equals_transformers(workdirs):
+    classifier = ImageClassifier.from_checkpoint(workdirs("vit_classifier"))
+    ref, _ = reference("vit_classifier")
+    got = classifier.predict(list(ref["images"]))
+    want = np.exp(ref["logits"]) / np.exp(ref["logits"]).sum(-1, keepdims=True)
+    for prediction, probabilities in zip(got, want, strict=True):
+        np.testing.assert_allclose(
+            [prediction.probabilities[n] for n in classifier.label_names], probabilities, atol=1e-5
+        )
+
+
+def test_translator_greedy_equals_transformers(workdirs):
+    translator = Translator.from_checkpoint(workdirs("marian"))
+    ref, meta = reference("marian")
+    sources = [item["text"] for item in meta["sources"]]
+    eos = meta["special_tokens"]["eos"]
+    # transformers forces eos as the last of max_new_tokens; compare the tokens before it.
+    limit = ref["greedy_ids"].shape[1] - 2
+    got = translator.translate(sources, beam_size=1, max_len=limit)
+    want = []
+    for row in ref["greedy_ids"][:, 1 : 1 + limit]:
+        ids = row.tolist()
+        want.append(translator.tokenizer.decode(ids[: ids.index(eos)] if eos in ids else ids))
+    assert got == want
