@@ -135,3 +135,18 @@ def test_command_line_errors(tmp_path, capsys):
     assert "nothing" in capsys.readouterr().err
     assert convert_main([f"--workdir={tmp_path / 'w'}"]) == 1
     assert "exactly one of --from_hf" in capsys.readouterr().err
+
+
+def test_a_hub_name_offline_says_to_pass_a_folder(tmp_path, monkeypatch, capsys):
+    import huggingface_hub
+
+    def offline(*args, **kwargs):
+        raise OSError("Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    assert (
+        convert_main(["--from_hf=Helsinki-NLP/opus-mt-en-de", f"--workdir={tmp_path / 'w'}"]) == 1
+    )
+    error = capsys.readouterr().err
+    assert "Helsinki-NLP/opus-mt-en-de" in error and "pass a local folder" in error
+    assert not (tmp_path / "w").exists()

@@ -116,3 +116,15 @@ def test_unexportable_fields_are_named(kind, field, value, tmp_path):
     with pytest.raises(interop.ConversionError, match=field):
         convert.to_hf(before, tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
+
+
+def test_a_classifier_exports_as_sequence_classification(tmp_path):
+    """A `classify` workdir (here a converted one) -> BertForSequenceClassification with its
+    labels -> the same encoder, pooler and classifier."""
+    interop.from_hf(FIXTURES / "bert_sequence", tmp_path / "workdir")
+    assert convert.to_hf(tmp_path / "workdir", tmp_path / "hf") == "BertForSequenceClassification"
+    hf = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+    before, after = interop.read_hf(FIXTURES / "bert_sequence"), interop.read_hf(tmp_path / "hf")
+    assert after.labels == before.labels and after.task == "classify"
+    same_params(before.params, after.params, ("mlm", "nsp_head", "token_head"))

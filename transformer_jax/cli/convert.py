@@ -8,8 +8,9 @@
 --from_hf reads a Hugging Face model folder (config.json, model.safetensors or its shards, the
 tokenizer files) of GPT-2, BERT, ViT or Marian (OPUS-MT) and writes an ordinary workdir: the
 front ends (generate, fill-mask, classify, classify-image, translate) load it, and
-`--config.init_from` fine-tunes from it. A hub name is downloaded (safetensors only) when
-huggingface_hub is installed and the hub is reachable. --to_hf writes a GPT, BERT or ViT
+`--config.init_from` fine-tunes from it. A hub name (e.g. gpt2, Helsinki-NLP/opus-mt-en-de)
+is downloaded when the hub is reachable: safetensors, configs and tokenizer files, never a
+pickle. --to_hf writes a GPT, BERT or ViT
 workdir as a Hugging Face folder that `transformers` loads. Pickles (pytorch_model.bin) are
 never read. See docs/interop.md.
 """

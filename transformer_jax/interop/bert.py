@@ -149,8 +149,8 @@ def _linear(kernel: np.ndarray) -> np.ndarray:
 def params_to_hf(
     flat: dict[str, np.ndarray], cfg: EncoderOnlyConfig, classifier: bool = False
 ) -> dict[str, np.ndarray]:
-    """BertForPreTraining's tensors; with `classifier` also BertForSequenceClassification's
-    `classifier` (the sequence head)."""
+    """BertForPreTraining's tensors; with `classifier`, BertForSequenceClassification's (the
+    encoder, the pooler and the sequence head as `classifier`)."""
     d = cfg.d_model
     zeros = np.zeros(d, np.float32)
     out = {
@@ -189,7 +189,8 @@ def params_to_hf(
         out[hf + "output.dense.bias"] = flat[us + "ffn/b2"]
         out[hf + "output.LayerNorm.weight"] = flat[us + "ffn_norm/scale"]
         out[hf + "output.LayerNorm.bias"] = flat[us + "ffn_norm/bias"]
-    if classifier:
+    if classifier:  # BertForSequenceClassification: the encoder, its pooler, the classifier.
+        out = {k: v for k, v in out.items() if k.startswith("bert.")}
         out["classifier.weight"] = _linear(flat["sequence_head/kernel"])
         out["classifier.bias"] = flat["sequence_head/bias"]
     return out
