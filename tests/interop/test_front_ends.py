@@ -109,3 +109,32 @@ def test_translator_greedy_equals_transformers(workdirs):
         ids = row.tolist()
         want.append(translator.tokenizer.decode(ids[: ids.index(eos)] if eos in ids else ids))
     assert got == want
+    assert got == meta["generation"]["greedy_texts"]  # transformers' own decoded texts.
+
+
+def test_evaluate_scores_a_converted_translator_on_text_files(workdirs, tmp_path, capsys):
+    """A converted translation workdir's data section reads text files: set the test TSV in
+    config.json and `evaluate` scores it (its hypotheses are the Translator's)."""
+    from transformer_jax.cli.evaluate import main as evaluate_main
+
+    _, meta = reference("marian")
+    tsv = tmp_path / "test.tsv"
+    pairs = zip(meta["sources"], meta["targets"], strict=True)
+    tsv.write_text("".join(f"{s['text']}\t{t['text']}\n" for s, t in pairs))
+    workdir = tmp_path / "marian"
+    interop.from_hf(FIXTURES / "marian", workdir)
+    config = json.loads((workdir / "config.json").read_text())
+    config["data"]["text_test_tsv"] = str(tsv)
+    (workdir / "config.json").write_text(json.dumps(config))
+    assert evaluate_main([f"--workdir={workdir}", "--beam_size=1"]) == 0
+    assert "4 test sentences" in capsys.readouterr().out
+    hypotheses = (workdir / "eval" / "test.step0.beam1.txt").read_text().splitlines()
+    sources = [s["text"] for s in meta["sources"]]
+    assert hypotheses == Translator.from_checkpoint(workdir).translate(sources, beam_size=1)
+
+
+def test_evaluate_refuses_a_converted_model_without_data(workdirs, capsys):
+    from transformer_jax.cli.evaluate import main as evaluate_main
+
+    assert evaluate_main([f"--workdir={workdirs('vit_classifier')}"]) == 1
+    assert "init_from" in capsys.readouterr().err

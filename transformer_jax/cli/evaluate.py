@@ -75,6 +75,13 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
     common.at_least(fv.batch_size, 1, "batch_size")
     workdir = Workdir.at(fv.workdir).require()
     config = workdir.read_config()
+    imported = config.get("imported", {}).get("architecture")
+    if imported and config.get("task") != "translation":
+        raise CheckpointError(
+            f"{workdir}: converted from a Hugging Face {imported}; it has no dataset here to "
+            f"score. Fine-tune it into a run with --config.init_from={workdir} (evaluate scores "
+            f"that run's splits), or use its front end on your data (docs/interop.md)."
+        )
     # The model first: a bad --mesh, --step or checkpoint fails before the task reads its data.
     # A text run's own tokenizer must be there (the task would otherwise train a new one).
     text = "vocab_size" in config.get("data", {})

@@ -193,6 +193,11 @@ def _config(converted: Converted, source: str) -> ml_collections.ConfigDict:
     cfg = converted.cfg
     model_name = models.spec_of(cfg).name
     data: dict[str, Any] = {}
+    if converted.task == "translation":
+        # `evaluate` scores the split of text files set here (data.text_test_tsv, ...).
+        from transformer_jax.data.translation.config import default_data_config
+
+        data = default_data_config().to_dict() | {"source": "text"}
     if converted.tokenizer is not None:
         data["tokenizer"] = "pretrained"
     if hasattr(cfg, "max_len"):

@@ -169,7 +169,9 @@ class MarianTokenizer(_Specials):
         pieces = [
             self._pieces[i] for i in self._kept(ids) if i in self._pieces and i not in specials
         ]
-        return self._target.decode_pieces(pieces)
+        # Pieces of the shared vocabulary that target.spm lacks come back as written: their
+        # word-start marks become spaces, as transformers' MarianTokenizer writes them.
+        return self._target.decode_pieces(pieces).replace("\u2581", " ").strip()
 
     def id_to_piece(self, i: int) -> str:
         return self._pieces.get(int(i), "")

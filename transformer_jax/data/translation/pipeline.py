@@ -23,6 +23,7 @@ from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_token
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
+from transformer_jax.interop import tokenizer as converted
 
 _TOKENIZER_SEED = 0  # Which training sentences the tokenizer sees (independent of shuffle_seed).
 
@@ -38,10 +39,14 @@ def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
     return {k: cfg[k] for k in fields}
 
 
-def load_tokenizer_or_train(cfg: ml_collections.ConfigDict, workdir: WorkdirLike) -> Tokenizer:
+def load_tokenizer_or_train(
+    cfg: ml_collections.ConfigDict, workdir: WorkdirLike
+) -> Tokenizer | converted.MarianTokenizer:
     """Loads the tokenizer, training it on the training split first if there is none yet.
 
-    Order: `cfg.spm_model_path` if set; else `workdir/tokenizer.model` if it exists (its
+    Order: a converted checkpoint's tokenizer (`workdir/tokenizer/`, see
+    `transformer_jax.interop`: its own special ids); `cfg.spm_model_path` if set; else
+    `workdir/tokenizer.model` if it exists (its
     settings, in tokenizer.json, must match the config); else a new model trained on
     `spm_sample_size` sentences of the training split, written to `workdir/tokenizer.model`.
 
@@ -50,8 +55,10 @@ def load_tokenizer_or_train(cfg: ml_collections.ConfigDict, workdir: WorkdirLike
       workdir: the run's directory.
 
     Returns:
-      The tokenizer (special ids pad=0, eos=1, bos=2, unk=3).
+      The tokenizer (special ids pad=0, eos=1, bos=2, unk=3, but for a converted one).
     """
+    if workdir is not None and converted.in_workdir(as_workdir(workdir).path):
+        return converted.load(as_workdir(workdir).path / converted.WORKDIR_FOLDER)
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
     workdir = as_workdir(workdir)
