@@ -1,10 +1,12 @@
-"""The special token ids, fixed for every tokenizer, batch and model of the project.
+"""The special token ids of the tokenizers the project trains, and of its batches.
 
 SentencePiece models are trained with these ids (`transformer_jax.data.tokenizer`), batches pad
-with `PAD_ID`, decoders start from `BOS_ID` and stop at `EOS_ID`. Change them here only.
+with `PAD_ID`, decoders start from `BOS_ID` and stop at `EOS_ID`. Change them here only. A
+tokenizer converted from a Hugging Face checkpoint keeps its own ids (`transformer_jax.interop`),
+and the front ends read them from the tokenizer (`tokenizer.bos_id`, ...).
 """
 
-PAD_ID = 0  # Padding: never attended to, never predicted, never counted in a loss.
+PAD_ID = 0  # Padding: never predicted, never counted in a loss; models mask it by length.
 EOS_ID = 1  # End of sequence: appended to every source and target.
 BOS_ID = 2  # Beginning of sequence: the decoder's first input.
 UNK_ID = 3  # Characters the tokenizer never saw.
