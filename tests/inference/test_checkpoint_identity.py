@@ -15,6 +15,7 @@ from transformer_jax import models
 from transformer_jax.inference import loading
 from transformer_jax.inference.translator import Translator
 from transformer_jax.sharding import make_mesh
+from transformer_jax.tasks import ClassificationTask
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.state import create_train_state
 from transformer_jax.workdir import ForeignCheckpointError, RunIdentity, Workdir, model_hash
@@ -85,6 +86,6 @@ def test_init_from_refuses_a_pretrained_workdir_holding_another_runs_checkpoints
     mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})
     _, state, _ = create_train_state(cfg, optax.adam(1e-3), mesh, seed=0)
     with pytest.raises(ForeignCheckpointError) as error:
-        init_from_workdir(state, str(pretrained), cfg, ("sequence_head", "token_head"))
+        init_from_workdir(state, str(pretrained), cfg, ClassificationTask)
     assert a.run_id in str(error.value) and b.run_id in str(error.value)
     assert str(pretrained / "checkpoints") in str(error.value)

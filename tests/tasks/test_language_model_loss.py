@@ -15,6 +15,8 @@ from transformer_jax.tasks.language_model import lm_loss, lm_summary
 class _CharTokenizer:
     """One token per character (ids 4..): a tokenizer whose tokens are not bytes."""
 
+    bos_id, eos_id = 2, 1
+
     def encode_batch(self, texts):
         return [[4 + (ord(c) % 50) for c in t] for t in texts]
 

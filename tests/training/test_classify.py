@@ -21,6 +21,7 @@ from transformer_jax.data.classify.tsv import tsv_dataset
 from transformer_jax.inference import loading
 from transformer_jax.inference.classifier import Classifier
 from transformer_jax.sharding import make_mesh
+from transformer_jax.tasks import ClassificationTask
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
@@ -61,8 +62,8 @@ def _classify_state(tiny_bert_workdir, **model_overrides):
 
 def test_init_from_copies_the_encoder_exactly_and_only_the_heads_are_new(tiny_bert_workdir):
     cfg, state, pretrained, tokenizer = _classify_state(tiny_bert_workdir)
-    fresh = ("sequence_head", "token_head")
-    new_state, note = init_from_workdir(state, str(tiny_bert_workdir), cfg, fresh)
+    fresh = ClassificationTask.fresh_params
+    new_state, note = init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask)
     assert "new (sequence_head, token_head)" in note
     model, _ = loading.load_model(pretrained, pretrained.read_config(), tokenizer)
     flat = lambda tree: {  # noqa: E731
@@ -86,13 +87,13 @@ def test_init_from_copies_the_encoder_exactly_and_only_the_heads_are_new(tiny_be
 def test_init_from_refuses_other_shapes_and_vocabularies(tiny_bert_workdir, overrides, message):
     cfg, state, _, _ = _classify_state(tiny_bert_workdir, **overrides)
     with pytest.raises(ValueError, match=message):
-        init_from_workdir(state, str(tiny_bert_workdir), cfg, ("sequence_head",))
+        init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask)
 
 
 def test_init_from_a_missing_workdir_says_to_pretrain_first(tiny_bert_workdir, tmp_path):
     cfg, state, _, _ = _classify_state(tiny_bert_workdir)
     with pytest.raises(CheckpointError, match="Pretrain first"):
-        init_from_workdir(state, str(tmp_path / "none"), cfg, ())
+        init_from_workdir(state, str(tmp_path / "none"), cfg, ClassificationTask)
 
 
 def test_classifier_and_cli_round_trip_and_bad_inputs(tiny_classifier, capsys, monkeypatch):

@@ -21,6 +21,7 @@ import ml_collections
 from flax import nnx
 from jax.sharding import Mesh
 
+from transformer_jax import storage
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.workdir import Workdir
 
@@ -101,6 +102,10 @@ class Task(abc.ABC):
         refused rather than resumed.
       fresh_params: top-level parameter names that `config.init_from` leaves newly initialised
         (a fine-tuning task's heads).
+      fresh_fields: model fields that size the fresh parameters (e.g. the number of labels):
+        they may differ from the pretrained model's.
+      init_from_hints: for model fields the data decides, what to set so that they match the
+        pretrained model's (shown when they differ; "{value}" is the pretrained value).
       score_kind: names the evaluate command's files for this task (`SplitScores.kind`).
       tokenizer: the task's tokenizer once constructed (None for tasks without text).
     """
@@ -111,6 +116,8 @@ class Task(abc.ABC):
     best_mode: ClassVar[str]
     model_defining_data_fields: ClassVar[tuple[str, ...]] = ()
     fresh_params: ClassVar[tuple[str, ...]] = ()
+    fresh_fields: ClassVar[tuple[str, ...]] = ()
+    init_from_hints: ClassVar[Mapping[str, str]] = {}
     score_kind: ClassVar[str] = "scores"
     tokenizer: Any = None
 
@@ -134,10 +141,12 @@ class Task(abc.ABC):
     @classmethod
     def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
         """The config as the workdir should record it: a copy with the data section's paths
-        made absolute (`absolute_data_paths`), so that the run reads the same files from
-        wherever it is resumed or served."""
+        (`absolute_data_paths`) and `init_from` made absolute, so that the run reads the same
+        files from wherever it is resumed or served."""
         config = copy.deepcopy(config)
         config.data = cls.absolute_data_paths(config.data)
+        if config.get("init_from"):
+            config.init_from = str(storage.as_path(config.init_from))
         return config
 
     @staticmethod

@@ -16,9 +16,7 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 from flax import nnx
-from ml_collections.config_dict import placeholder
 
-from transformer_jax import storage
 from transformer_jax.data.bert.inputs import real_tokens
 from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import numbers_pair, pipeline, stdlib_packages
@@ -28,6 +26,7 @@ from transformer_jax.tasks import classify_baselines
 from transformer_jax.tasks.base import check_positions
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
+from transformer_jax.tasks.pretrained import add_init_from, check_init_from
 from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.workdir import Workdir
 
@@ -69,11 +68,16 @@ class ClassificationTask(LabelTask):
         "numbers_lang",
     )
     fresh_params = ("sequence_head", "token_head")
+    fresh_fields = ("num_labels",)
+    init_from_hints = {
+        "vocab_size": "leave config.model.vocab_size unset: the pretrained tokenizer's "
+        "({value}) is taken",
+    }
 
     @classmethod
     def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
         super().add_config_fields(config)  # baselines: TF-IDF + logistic regression
-        config.init_from = placeholder(str)  # Pretraining workdir to start from; '': scratch.
+        add_init_from(config)  # The pretraining workdir; '': from scratch.
         config.baseline_analyzer = "char"  # Baseline n-grams: "char" (1-4) or "word" (1-2).
 
     @classmethod
@@ -81,22 +85,13 @@ class ClassificationTask(LabelTask):
         check_shared_fields(config, cls.name, "encoder_only")
         classify_config.validate_classify_data_config(config.data)
         check_positions(config)
-        init_from = config.get("init_from")
-        if init_from is not None and not isinstance(init_from, str):
-            raise ValueError(f"config.init_from must be a workdir path or '', got {init_from!r}.")
+        check_init_from(config)
         if config.get("baseline_analyzer") not in ANALYZERS:
             raise ValueError(
                 f"config.baseline_analyzer must be one of {ANALYZERS}, got "
                 f"{config.get('baseline_analyzer')!r}."
             )
         cls.check_baselines(config)
-
-    @classmethod
-    def resolve_config(cls, config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-        config = super().resolve_config(config)  # a copy
-        if config.get("init_from"):
-            config.init_from = str(storage.as_path(config.init_from))
-        return config
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)

@@ -6,6 +6,11 @@ Batches from `transformer_jax.data.images.pipeline`: `images` float32 [B, H, W, 
 every label task's (`LabelTask`). At the test, the model's figures are printed beside an RBF
 SVC and logistic regression on the raw pixels of the same split, fitted on the same training
 images.
+
+With `config.init_from` every parameter but the head comes from a pretrained ViT (trained here
+or converted); the head is always new, sized by this data's classes (even when their number is
+the pretrained one's: the classes are other ones). The images must have the pretrained model's
+size and channels.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from flax import nnx
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import digits, folder, pipeline, tfds_source
 from transformer_jax.inference import image_classifier
-from transformer_jax.tasks import image_baselines
+from transformer_jax.tasks import image_baselines, pretrained
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
 from transformer_jax.tasks.shared_fields import (
@@ -32,6 +37,12 @@ from transformer_jax.tasks.shared_fields import (
 from transformer_jax.workdir import Workdir
 
 IMAGE_FIELDS = ("num_classes", "image_height", "image_width", "channels")  # The model's.
+# What makes images fit a pretrained model (config.init_from); one text for the height and the
+# width, so that a square's two differences read as one fix.
+SIZE_HINT = (
+    "give images of the pretrained model's size: set --config.data.folder_size={value} to "
+    "resize a folder's images to {value}x{value}"
+)
 
 
 def image_loss(
@@ -61,12 +72,20 @@ class ImageClassificationTask(LabelTask):
         "folder_size",
         "folder_channels",
     )
+    fresh_params = ("head_kernel", "head_bias")
+    fresh_fields = ("num_classes",)
+    init_from_hints = {
+        "image_height": SIZE_HINT,
+        "image_width": SIZE_HINT,
+        "channels": "give images of {value} channel(s): set --config.data.folder_channels={value}",
+    }
 
     @classmethod
     def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
         super().add_config_fields(config)  # baselines: an RBF SVC and logistic regression
         config.label_smoothing = 0.0  # epsilon of the label-smoothed cross-entropy (0 = plain).
         config.baseline_max_train = 10_000  # Images the baselines fit on (SVC grows as N^2).
+        pretrained.add_init_from(config)  # A ViT to fine-tune with a new head; '': from scratch.
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
@@ -74,6 +93,7 @@ class ImageClassificationTask(LabelTask):
         check_number(config, "label_smoothing", LABEL_SMOOTHING)
         image_config.validate_image_data_config(config.data)
         cls.check_baselines(config)
+        pretrained.check_init_from(config)
         max_train = config.get("baseline_max_train")
         if isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1:
             raise ValueError(

@@ -5,6 +5,10 @@ Batches (from `transformer_jax.data.lm`): `inputs`, `targets`, `weights`, `segme
 log-likelihood in bits over the UTF-8 bytes of the text (each document counting one byte for
 its end): unlike perplexity it does not depend on the tokenizer, so models with different
 vocabularies, and compressors, compare on it.
+
+With `config.init_from` the model continues a pretrained one (trained here, or a converted
+GPT-2) on this run's text: its model section must be the pretrained model's, and the
+tokenizer and the vocabulary are the pretrained run's (`tasks.pretrained`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference.generator import Generator, generate_program
-from transformer_jax.tasks import losses, text_baselines
+from transformer_jax.tasks import losses, pretrained, text_baselines
 from transformer_jax.tasks.base import (
     ScoreOptions,
     SplitScores,
@@ -118,6 +122,10 @@ class LanguageModelTask(Task):
     best_mode = "min"
     model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
     score_kind = "lm"
+    init_from_hints = {  # vocab_size is the only model field the data decides.
+        "vocab_size": "leave config.model.vocab_size unset: the pretrained model's ({value}) "
+        "is taken",
+    }
 
     @classmethod
     def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
@@ -127,6 +135,7 @@ class LanguageModelTask(Task):
         config.sample_temperature = 0.8  # Sampling temperature of the samples (0 = greedy).
         config.sample_top_p = 0.95  # Nucleus of the samples.
         config.baselines = True  # Test bits per byte of lzma, zlib and a char bigram beside.
+        pretrained.add_init_from(config)  # A language model to continue; '': from scratch.
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
@@ -143,10 +152,23 @@ class LanguageModelTask(Task):
                 raise ValueError(f"config.{name} must be an integer >= 0, got {value!r}.")
         if not isinstance(config.baselines, bool):
             raise ValueError(f"config.baselines must be True or False, got {config.baselines!r}.")
+        pretrained.check_init_from(config)
+        if config.data.tokenizer == "pretrained" and not config.get("init_from"):
+            raise ValueError(
+                "config.data.tokenizer='pretrained' is the tokenizer of a converted checkpoint, "
+                "which comes with it: set --config.init_from=<its workdir> (python -m "
+                "transformer_jax.convert writes one), or use 'sentencepiece' or 'byte'."
+            )
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
-        self.tokenizer = pipeline.load_lm_tokenizer(config.data, workdir)
+        self.init_from = config.get("init_from") or None
+        if self.init_from:
+            self.tokenizer = pretrained.pretrained_tokenizer(
+                config.data, workdir, self.init_from, self.name
+            )
+        else:
+            self.tokenizer = pipeline.load_lm_tokenizer(config.data, workdir)
         self._documents: dict[str, list[str]] = {}
 
     def write_corpus_manifest(self) -> dict:
@@ -177,13 +199,25 @@ class LanguageModelTask(Task):
         return self._documents[split]
 
     def data_values(self) -> Mapping[str, Any]:
+        """vocab_size: the tokenizer's; with init_from the pretrained model's (a converted
+        model's table may have rows its tokenizer never produces)."""
+        if self.init_from:
+            vocab = pretrained.pretrained_field(
+                self.init_from, "vocab_size", self.name, self.workdir
+            )
+            return {"vocab_size": vocab}
         return {"vocab_size": self.tokenizer.vocab_size}
 
     @classmethod
     def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
-        """vocab_size: 260 for byte tokens; the pieces of `data.spm_model_path` when set; else
-        `data.vocab_size`, an upper bound (a small corpus trains fewer pieces)."""
+        """vocab_size: with init_from the pretrained model's; 260 for byte tokens; the pieces of
+        `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
+        trains fewer pieces)."""
         data = config.data
+        if config.get("init_from"):
+            return {
+                "vocab_size": pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
+            }
         if data.tokenizer == "byte":
             return {"vocab_size": ByteTokenizer.vocab_size}
         return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}

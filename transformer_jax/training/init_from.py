@@ -1,61 +1,120 @@
-"""Start a run from another run's parameters (`config.init_from`): BERT fine-tuning.
+"""Start a run from another run's parameters (`config.init_from`): fine-tuning.
 
-Every parameter is copied from the pretrained workdir's latest checkpoint except the task's
-fresh ones (e.g. the classification heads), which keep their new initialisation; the optimizer
-starts anew. The model fields must match the pretrained model's (only the number of labels and
-the dropout rates may differ), so a wrong section or another vocabulary is an error naming the
-fields, not a silent partial load.
+The other run is a workdir trained here or one converted from a Hugging Face checkpoint
+(`transformer_jax.interop`; its checkpoint holds the parameters only). Every parameter is
+copied from its latest checkpoint except the task's fresh ones (`Task.fresh_params`, e.g. a
+classifier's head), which keep their new initialisation; the optimizer starts anew. The model
+fields must match the pretrained model's: only the dropout rates, the dtype, how the model runs
+(`models.EXECUTION_FIELDS`) and the fields that size the fresh parameters
+(`Task.fresh_fields`, e.g. the number of labels) may differ. A wrong section, another
+vocabulary or another image size is an error naming the fields and the values to set, never a
+silent partial load.
+
+Any task whose config has `init_from` (`tasks.pretrained.add_init_from`) gets this from the
+training loop; a text task takes the pretrained tokenizer itself (`tasks.pretrained`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
 import numpy as np
 from flax import nnx
 
+from transformer_jax import models
 from transformer_jax.inference import loading
 from transformer_jax.nn.stacked import stacked_layout, to_layout
+from transformer_jax.tasks.pretrained import read_pretrained
 from transformer_jax.training.state import TrainState
-from transformer_jax.workdir import CheckpointError, Workdir
 
-FREE_FIELDS = ("num_labels", "dropout_rate", "attention_dropout_rate", "dtype")
+# Fields that may differ from the pretrained model's in any task: they change how the model is
+# trained or run, not its parameters.
+FREE_FIELDS = ("dropout_rate", "attention_dropout_rate", "dtype", *models.EXECUTION_FIELDS)
 
 
 def _path(path) -> str:
     return "/".join(loading.key_name(k) for k in path)
 
 
-def check_same_model(model_cfg: Any, pretrained_cfg: Any, where: str) -> None:
-    """Raises naming every field (but FREE_FIELDS) that differs from the pretrained model's."""
+def _flag(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def check_same_model(
+    model_cfg: Any,
+    pretrained_cfg: Any,
+    where: str,
+    *,
+    task: str | None = None,
+    free: tuple[str, ...] = (),
+    hints: Mapping[str, str] | None = None,
+) -> None:
+    """Raises naming every field that differs from the pretrained model's.
+
+    Args:
+      model_cfg: the config dataclass this run builds (the data's values filled in).
+      pretrained_cfg: the pretrained model's (its model.json).
+      where: the pretrained model's file, for the message.
+      task: the task's name, for the message (None: not named).
+      free: fields besides FREE_FIELDS that may differ (those sizing the fresh parameters).
+      hints: for fields the data decides (the image size, the vocabulary), what to set so
+        that the data gives the pretrained value; "{value}" stands for that value. Other
+        fields are named as the `--config.model.<field>=<value>` override that fixes them.
+
+    Raises:
+      ValueError: another model class, or fields that differ (each with its fix).
+    """
+    ours = f"the {task} task's" if task else "this"
     if type(model_cfg) is not type(pretrained_cfg):
         raise ValueError(
             f"config.init_from: {where} holds a {type(pretrained_cfg).__name__} model, but "
-            f"this config builds a {type(model_cfg).__name__}."
+            f"{ours} config builds a {type(model_cfg).__name__}."
         )
+    hints = hints or {}
+    allowed = (*FREE_FIELDS, *free)
     differ = [
-        f"{f.name}: this config {getattr(model_cfg, f.name)!r}, pretrained "
-        f"{getattr(pretrained_cfg, f.name)!r}"
+        (f.name, getattr(model_cfg, f.name), getattr(pretrained_cfg, f.name))
         for f in dataclasses.fields(model_cfg)
-        if f.name not in FREE_FIELDS
-        and getattr(model_cfg, f.name) != getattr(pretrained_cfg, f.name)
+        if f.name not in allowed and getattr(model_cfg, f.name) != getattr(pretrained_cfg, f.name)
     ]
-    if differ:
-        raise ValueError(
-            f"config.init_from: the model differs from the pretrained one in {where}:\n  "
-            + "\n  ".join(differ)
-            + "\nUse the pretrained run's model section (its preset and overrides) and its "
-            "tokenizer; only num_labels and the dropout rates may change."
+    if not differ:
+        return
+    lines = [
+        f"{name}: this config {mine!r}, pretrained {theirs!r}" for name, mine, theirs in differ
+    ]
+    fixes = list(dict.fromkeys(hints[n].format(value=v) for n, _, v in differ if n in hints))
+    overrides = [f"--config.model.{n}={_flag(theirs)}" for n, _, theirs in differ if n not in hints]
+    if overrides:
+        fixes.append(
+            "set the model section as the pretrained model has it (every field is in "
+            f"{where}): " + " ".join(overrides)
         )
+    may_differ = ", ".join(("the dropout rates", "dtype", *free))
+    raise ValueError(
+        f"config.init_from: {ours} model differs from the pretrained one in "
+        f"{where}:\n  "
+        + "\n  ".join(lines)
+        + f"\nOnly {may_differ} and how the model runs may differ. To fine-tune it:\n  "
+        + "\n  ".join(fixes)
+    )
 
 
 def init_from_workdir(
-    state: TrainState, init_from: str, model_cfg: Any, fresh: tuple[str, ...]
+    state: TrainState, init_from: str, model_cfg: Any, task: Any
 ) -> tuple[TrainState, str]:
-    """`state` with every parameter but those under `fresh` taken from `init_from`'s latest
+    """`state` with every parameter but the task's fresh ones taken from `init_from`'s latest
     checkpoint, each placed in the sharding of the parameter it replaces.
+
+    Args:
+      state: the new run's freshly initialised state.
+      init_from: the pretrained workdir (trained here, or converted).
+      model_cfg: the new run's model config.
+      task: the task (class or instance): its `name`, `fresh_params` (top-level parameter
+        names that keep their new initialisation), `fresh_fields` and `init_from_hints` (see
+        `check_same_model`).
 
     Returns:
       (the new state, a line saying what was loaded).
@@ -66,17 +125,16 @@ def init_from_workdir(
         or another model's than its config.json describes (see `transformer_jax.workdir`).
       ValueError: the model fields, parameter shapes or vocabulary differ (named).
     """
-    workdir = Workdir.at(init_from)
-    if not workdir.path.is_dir():
-        raise CheckpointError(
-            f"config.init_from={init_from!r}: no such workdir. Pretrain first (e.g. python "
-            f"train.py --config=configs/bert_stdlib_pretrain.py --workdir={init_from}), or "
-            f"set --config.init_from='' to train from scratch."
-        )
-    config = workdir.read_config()
-    tokenizer = loading.load_tokenizer(workdir, config)
-    pretrained_cfg = loading.load_model_config(workdir, config, tokenizer)
-    check_same_model(model_cfg, pretrained_cfg, str(workdir.model_json))
+    fresh = tuple(task.fresh_params)
+    workdir, config, pretrained_cfg, tokenizer = read_pretrained(init_from, task.name)
+    check_same_model(
+        model_cfg,
+        pretrained_cfg,
+        str(workdir.model_json),
+        task=task.name,
+        free=tuple(task.fresh_fields),
+        hints=task.init_from_hints,
+    )
     model, steps = loading.load_model(workdir, config, tokenizer)
     pretrained = nnx.state(model)
     stacked = stacked_layout(state.params)  # the pretrained run may have scanned otherwise
@@ -100,8 +158,9 @@ def init_from_workdir(
         return jax.device_put(np.asarray(pretrained[name]), leaf.sharding).astype(leaf.dtype)
 
     params = jax.tree_util.tree_map_with_path(take, state.params)
+    new = f" ({', '.join(fresh)})" if fresh else ""
     note = (
         f"initialised from {workdir} step {steps[-1]}: {len(copied)} parameter arrays copied, "
-        f"{len(kept)} new ({', '.join(fresh)})"
+        f"{len(kept)} new{new}"
     )
     return state.replace(params=params), note

@@ -220,7 +220,7 @@ def _run(
         train_iter.set_state(local_data_state(data_state))
         log.message(f"resumed from {workdir.checkpoints} at step {int(state.step)}")
     elif config.get("init_from"):  # a new fine-tuning run (a resumed one has its checkpoint)
-        state, note = init_from_workdir(state, config.init_from, model_cfg, task.fresh_params)
+        state, note = init_from_workdir(state, config.init_from, model_cfg, task)
         log.message(note)
 
     # ------------------------------------------------------------------- the loop

@@ -25,6 +25,29 @@ def test_documents_are_bos_tokens_eos_with_their_bytes():
     assert docs.num_predictions == sum(len(t.encode()) + 1 for t in TEXTS)
 
 
+class _Gpt2Like:
+    """GPT-2's shape of vocabulary: one special token (9) is bos and eos, and id 0 ("!") is an
+    ordinary token, the project's padding id."""
+
+    bos_id = eos_id = 9
+    ids = {"!": 0, "h": 5, "i": 6, "o": 7, "k": 8}
+
+    def encode_batch(self, texts):
+        return [[self.ids[c] for c in t] for t in texts]
+
+
+def test_the_tokenizers_own_bos_and_eos_frame_documents_and_token_zero_is_predicted():
+    texts = ["hi!!", "!", "ok"]
+    docs = rows.tokenize_documents(_Gpt2Like(), texts)
+    assert docs.ids.tolist() == [9, 5, 6, 0, 0, 9, 9, 0, 9, 9, 7, 8, 9]
+    chunks = rows.chunk_documents(docs, 8)
+    (batch,) = rows.PackedEpoch(docs, chunks, np.arange(len(chunks)), 8, 2)
+    real = batch["weights"] == 1
+    assert real.sum() == docs.num_predictions == 10
+    assert ((batch["targets"] == 0) & real).sum() == 3  # every "!", though its id is padding's
+    assert (real == (batch["segment_ids"] > 0)).all()  # weights follow lengths, not ids
+
+
 def test_long_documents_are_cut_into_chunks_never_dropped():
     chunks = rows.chunk_documents(_docs(), max_len=256)
     assert chunks.lengths.tolist() == [12, 256, 256, 89, 9, 3, 14]

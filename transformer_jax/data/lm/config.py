@@ -21,7 +21,7 @@ from transformer_jax.data.config_checks import (
 )
 
 SOURCES = ("stdlib", "text", "tfds")
-TOKENIZERS = ("sentencepiece", "byte")
+TOKENIZERS = ("sentencepiece", "byte", "pretrained")
 TEXT_DOCUMENTS = ("blank_lines", "file")
 SPM_MODEL_TYPES = ("unigram", "bpe")
 SPLITS = ("train", "eval", "test")
@@ -61,8 +61,9 @@ def default_lm_data_config() -> ml_collections.ConfigDict:
     c.eval_split = "validation"  # TFDS split for validation.
     c.test_split = "test"  # TFDS split for the final test.
 
-    # --- Tokens: SentencePiece trained on the training split, or raw UTF-8 bytes.
-    c.tokenizer = "sentencepiece"  # "sentencepiece" or "byte" (260 ids: 256 bytes + specials).
+    # --- Tokens: SentencePiece trained on the training split, or raw UTF-8 bytes; with
+    # config.init_from, the pretrained run's (its kind named here; "pretrained": converted).
+    c.tokenizer = "sentencepiece"  # "sentencepiece", "byte" (260 ids) or "pretrained".
     c.vocab_size = 4096  # SentencePiece pieces (upper bound; includes 256 byte-fallback pieces).
     c.spm_model_type = "unigram"  # "unigram" or "bpe".
     c.spm_character_coverage = 0.9995  # Rarer characters are spelled as bytes (never unk).

@@ -24,8 +24,10 @@ from transformer_jax.data.lm import config as config_lib
 from transformer_jax.data.lm import rows as rows_lib
 from transformer_jax.data.lm.sources import read_documents, source_fingerprint
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.interop.tokenizer import PretrainedTokenizer
 
-AnyTokenizer = Tokenizer | ByteTokenizer
+# The project's tokenizers, and a converted GPT-2's (which `config.init_from` brings).
+AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer
 _TOKENIZER_SEED = 0  # Which training documents the tokenizer sees.
 _SPM_PIECE_CHARS = 1 << 15  # Documents are cut to pieces of this size to train SentencePiece.
 
@@ -33,7 +35,8 @@ _SPM_PIECE_CHARS = 1 << 15  # Documents are cut to pieces of this size to train 
 def load_lm_tokenizer(
     cfg: ml_collections.ConfigDict, workdir, special_symbols: tuple[str, ...] = ()
 ) -> AnyTokenizer:
-    """Bytes, `spm_model_path`, the workdir's tokenizer.model, or a new SentencePiece model.
+    """Bytes, `spm_model_path`, the workdir's tokenizer.model, or a new SentencePiece model
+    (a pretrained run's tokenizer, with `config.init_from`, is `tasks.pretrained`'s).
 
     A new model is trained on `spm_sample_size` training documents with byte fallback and a
     newline piece, so that every text is encoded without loss (no unk: bits per byte stay
@@ -43,6 +46,12 @@ def load_lm_tokenizer(
     """
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
+    if cfg.tokenizer == "pretrained":  # The language-model task reads it from init_from.
+        raise ValueError(
+            "data config field 'tokenizer': 'pretrained' is a converted checkpoint's tokenizer, "
+            "which only comes with config.init_from. Set init_from, or use 'sentencepiece' or "
+            "'byte'."
+        )
     if cfg.spm_model_path is not None:
         return Tokenizer.load(cfg.spm_model_path)
     workdir = as_workdir(workdir)

@@ -2,6 +2,10 @@
 
 A document of n tokens is the sequence `BOS t_1 .. t_n EOS`; the model reads `BOS t_1 .. t_n`
 and predicts `t_1 .. t_n EOS`: n + 1 predictions, the last one saying where the document ends.
+BOS and EOS are the tokenizer's own ids (`transformer_jax.tokens` for the project's
+tokenizers). GPT-2's one special token `<|endoftext|>` is both: a document then reads
+`<|endoftext|> text <|endoftext|>`, as GPT-2 saw documents in its training stream, each
+between two separators.
 A document with more than `max_len` predictions is cut into chunks of `max_len` (never
 dropped); each chunk is predicted without the previous chunk's context. Chunks are packed into
 rows of `max_len` (best fit, in a per-epoch shuffled order), each chunk a segment of its own
@@ -13,6 +17,8 @@ so summing the `bytes` array over any set of complete documents gives their byte
 
 Batch keys, all `[rows, max_len]`: `inputs`, `targets` (int32), `weights` (1.0 on real
 predictions), `segment_ids` (1, 2, .. per row; 0 = padding), `positions`, `bytes` (float32).
+Weights and segment ids come from the chunks' lengths, never from token values: a real token
+whose id is the project's padding id 0 (GPT-2's "!") is read and predicted like any other.
 """
 
 from __future__ import annotations
@@ -23,8 +29,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
-from transformer_jax.tokens import BOS_ID, EOS_ID
 
 SEPARATOR = "\x1e"  # Ends each document in the byte stream compressors see (one byte).
 BATCH_KEYS = ("inputs", "targets", "weights", "segment_ids", "positions", "bytes")
@@ -55,15 +59,17 @@ class TokenizedDocuments:
 
 
 def tokenize_documents(tokenizer, texts: Sequence[str]) -> TokenizedDocuments:
-    """Encodes each text as BOS, its tokens, EOS (tokenizer: `Tokenizer` or `ByteTokenizer`)."""
+    """Encodes each text as BOS, its tokens, EOS, with the tokenizer's `bos_id` and `eos_id`
+    (any tokenizer of the project: `Tokenizer`, `ByteTokenizer`, a converted one)."""
+    bos, eos = tokenizer.bos_id, tokenizer.eos_id
     encoded = tokenizer.encode_batch(list(texts)) if texts else []
     lengths = np.array([len(e) + 2 for e in encoded], np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     ids = np.empty(int(offsets[-1]), np.int32)
     for start, tokens in zip(offsets[:-1], encoded, strict=True):
-        ids[start] = BOS_ID
+        ids[start] = bos
         ids[start + 1 : start + 1 + len(tokens)] = tokens
-        ids[start + 1 + len(tokens)] = EOS_ID
+        ids[start + 1 + len(tokens)] = eos
     num_bytes = np.array([len(t.encode("utf-8")) + 1 for t in texts], np.int64)
     return TokenizedDocuments(ids, offsets, num_bytes)
 
