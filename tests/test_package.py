@@ -83,6 +83,7 @@ def test_only_the_command_line_aliases_import_the_cli_package():
         "transformer_jax.evaluate",
         "transformer_jax.plot",
         "transformer_jax.compile",
+        "transformer_jax.convert",
     }
     importers = {
         module

@@ -1,6 +1,7 @@
 """Fine-tuning from a converted Hugging Face checkpoint (`config.init_from`; the checkpoints are
 tests/fixtures/hf's): GPT-2 continued on own text with its own tokenizer and special ids, a ViT
-with a new head on other images, and errors that name what to set. BERT's: test_classify.py."""
+with a new head on other images, a BERT fine-tuned to classify, and errors that name what to
+set."""
 
 import dataclasses
 import json
@@ -21,13 +22,15 @@ from tests.test_docs import command_lines
 from tests.train_runs import train_once
 from transformer_jax import interop, models, tasks
 from transformer_jax.cli import evaluate
+from transformer_jax.data.bert.inputs import specials_of
 from transformer_jax.data.lm import pipeline as lm_pipeline
+from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
 from transformer_jax.inference import loading
+from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.image_classifier import ImageClassifier
 from transformer_jax.interop import gpt2 as hf_gpt2
 from transformer_jax.interop import vit as hf_vit
-from transformer_jax.interop.tokenizer import PretrainedTokenizer
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks import ImageClassificationTask, LanguageModelTask
 from transformer_jax.tasks.language_model import lm_loss
@@ -365,3 +368,25 @@ def test_images_of_another_size_name_the_data_fields_to_set(vit, vit_setup, tmp_
     assert "image_height: this config 16, pretrained 12" in message
     assert message.count("--config.data.folder_size=12") == 1  # height and width: one fix
     assert "--config.model" not in message  # nothing else differs
+
+
+# ------------------------------------------------------------------------------------- BERT
+def test_a_converted_bert_fine_tunes_to_classify(tmp_path):
+    """configs/bert_classify_tiny.py from the converted BertForPreTraining fixture: its
+    tokenizer (its own [CLS] 2, [SEP] 3) is copied into the run, which trains and serves."""
+    bert = tmp_path / "bert"
+    interop.from_hf(HF / "bert_pretraining", bert)
+    overrides = model_overrides(
+        "configs/bert_classify_tiny.py", bert, {"vocab_size": 250, "num_labels": 2}
+    )
+    run = train_once(
+        tmp_path / "run", "configs/bert_classify_tiny.py", *overrides,
+        f"--config.init_from={bert}", "--config.num_train_steps=3", "--config.eval_every=3",
+        "--config.checkpoint_every=3", "--config.data.max_len=48",
+    )  # fmt: skip
+    assert (run / "tokenizer" / "special_tokens.json").is_file()
+    assert not (run / "tokenizer.model").exists()
+    assert _rows(run, "test") and math.isfinite(_rows(run, "test")[-1]["loss"])
+    classifier = Classifier.from_checkpoint(run)
+    assert (specials_of(classifier.run.tokenizer).cls, classifier.run.tokenizer.sep_id) == (2, 3)
+    assert classifier.predict([("four", "quatre")])[0].label in classifier.label_names

@@ -22,7 +22,9 @@ import time
 
 from absl import flags
 
+from transformer_jax import interop
 from transformer_jax.cli import common
+from transformer_jax.interop import convert
 from transformer_jax.storage import as_path
 
 DOC = __doc__.split("\n\n", 2)[2]
@@ -72,9 +74,6 @@ def _local_folder(name: str) -> str:
 
 def body(fv: flags.FlagValues, args: list[str]) -> int:
     del args
-    from transformer_jax import interop
-    from transformer_jax.interop import convert
-
     source, target = fv["from_hf"].value, fv["to_hf"].value
     if (source is None) == (target is None):
         raise ValueError("pass exactly one of --from_hf=DIR (import) or --to_hf=DIR (export).")

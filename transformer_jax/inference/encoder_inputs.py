@@ -16,10 +16,10 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax.data.bert.inputs import PROJECT, Specials, layout, real_tokens
+from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
 from transformer_jax.inference.mesh import MeshLike, serving_mesh
-from transformer_jax.interop.tokenizer import PretrainedTokenizer
 from transformer_jax.workdir import CheckpointError, Workdir
 
 MIN_LENGTH = 16  # Shortest padded length: fewer compiled shapes for short texts.

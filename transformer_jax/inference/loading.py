@@ -26,11 +26,11 @@ from jax.sharding import NamedSharding
 
 from transformer_jax import models
 from transformer_jax import sharding as shd
+from transformer_jax.data import pretrained_tokenizer as pretrained
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
+from transformer_jax.data.pretrained_tokenizer import MarianTokenizer, PretrainedTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference.mesh import MeshLike, check_fits, serving_mesh
-from transformer_jax.interop import tokenizer as pretrained
-from transformer_jax.interop.tokenizer import MarianTokenizer, PretrainedTokenizer
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
 from transformer_jax.workdir import CheckpointError, Workdir
 

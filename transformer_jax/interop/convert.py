@@ -19,6 +19,9 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import models, storage
+from transformer_jax.data import pretrained_tokenizer
+from transformer_jax.data.translation.config import default_data_config
+from transformer_jax.inference import loading
 from transformer_jax.interop import bert, gpt2, marian, vit
 from transformer_jax.interop import tokenizer as tokenizers
 from transformer_jax.interop.files import (
@@ -29,6 +32,8 @@ from transformer_jax.interop.files import (
     write_folder,
 )
 from transformer_jax.interop.tensors import Source, fill_params, flat_params
+from transformer_jax.nn.positional import sinusoidal_encoding
+from transformer_jax.training.checkpointing import Checkpoints
 from transformer_jax.workdir import RunIdentity, Workdir, model_hash
 
 
@@ -195,8 +200,6 @@ def _config(converted: Converted, source: str) -> ml_collections.ConfigDict:
     data: dict[str, Any] = {}
     if converted.task == "translation":
         # `evaluate` scores the split of text files set here (data.text_test_tsv, ...).
-        from transformer_jax.data.translation.config import default_data_config
-
         data = default_data_config().to_dict() | {"source": "text"}
     if converted.tokenizer is not None:
         data["tokenizer"] = "pretrained"
@@ -219,8 +222,6 @@ def _config(converted: Converted, source: str) -> ml_collections.ConfigDict:
 
 def write_workdir(converted: Converted, workdir: str | os.PathLike, source: str) -> Workdir:
     """Writes an imported workdir (see the module doc). Refuses a workdir that has files."""
-    from transformer_jax.training.checkpointing import Checkpoints
-
     out = Workdir.at(workdir)
     if out.path.exists() and any(out.path.iterdir()):
         raise ConversionError(
@@ -233,7 +234,7 @@ def write_workdir(converted: Converted, workdir: str | os.PathLike, source: str)
     identity = RunIdentity.new(model_hash(config))
     out.write_identity(identity)
     if converted.tokenizer is not None:
-        converted.tokenizer.save(out.path / tokenizers.WORKDIR_FOLDER)
+        converted.tokenizer.save(out.path / pretrained_tokenizer.WORKDIR_FOLDER)
     if converted.labels is not None:
         labels = {"label_names": converted.labels, "pair": None}  # Texts or pairs alike.
         if converted.model_type == "vit":
@@ -265,8 +266,6 @@ def _positions(cfg: Any, flat: dict[str, np.ndarray]) -> np.ndarray:
     """The `[max_len, D]` table a decoder-only model adds: learned, or sinusoidal written out."""
     if cfg.positional == "learned":
         return flat["pos_embed"]
-    from transformer_jax.nn.positional import sinusoidal_encoding
-
     layout = "halves" if cfg.positional == "sinusoidal_halves" else "interleaved"
     return np.asarray(sinusoidal_encoding(cfg.max_len, cfg.d_model, layout=layout), np.float32)
 
@@ -283,8 +282,6 @@ def to_hf(workdir: str | os.PathLike, path: str | os.PathLike, step: int | None 
       ConversionError: the model has a field its Hugging Face class cannot hold (named), or
         the output folder is not empty. Nothing is written then.
     """
-    from transformer_jax.inference import loading
-
     source = Workdir.at(workdir).require()
     config = source.read_config()
     name = config.model.get("name")
@@ -332,7 +329,7 @@ def _label_names(workdir: Workdir) -> list[str]:
 def _write_tokenizer(tokenizer: Any, out) -> None:
     """The tokenizer beside exported weights: tokenizer.json with its special tokens for a
     converted one; a SentencePiece model trained here is written as tokenizer.model."""
-    if isinstance(tokenizer, tokenizers.PretrainedTokenizer):
+    if isinstance(tokenizer, pretrained_tokenizer.PretrainedTokenizer):
         tokenizer.save(out)
         config = {f"{role}_token": token for role, token in tokenizer.special_tokens.items()}
         storage.write_text_atomic(out / "tokenizer_config.json", json.dumps(config, indent=2))

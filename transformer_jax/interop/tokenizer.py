@@ -1,190 +1,18 @@
-"""Pretrained tokenizers behind the interface every front end uses (`encode`, `encode_batch`,
-`decode`, `id_to_piece`, `vocab_size`, `fingerprint` and the special ids).
-
-- `PretrainedTokenizer`: a Hugging Face `tokenizer.json` run by the `tokenizers` library: GPT-2's
-  byte-level BPE, BERT's WordPiece (also built from a bare `vocab.txt`).
-- `MarianTokenizer`: the OPUS-MT pair of SentencePiece models (`source.spm` encodes sources,
-  `target.spm` decodes targets) over one shared `vocab.json`.
-
-Special ids are the checkpoint's own, read from the token strings its tokenizer config names:
-`pad_id`, `eos_id`, `bos_id` (the decoder's first input), `unk_id`, and for BERT `cls_id`,
-`sep_id`, `mask_id`. GPT-2 has one special token, `<|endoftext|>`: it is bos, eos and pad.
-Marian's decoder starts from `<pad>`: its bos is pad.
-
-In a workdir the files live in `tokenizer/` with `special_tokens.json` (the token strings).
-"""
+"""Read the tokenizer of a Hugging Face model folder (the classes: `transformer_jax.data.
+pretrained_tokenizer`): tokenizer.json, or BERT's bare vocab.txt, or Marian's source.spm,
+target.spm and vocab.json, with the special tokens its configs name."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
 from etils import epath
 
-from transformer_jax import storage
+from transformer_jax.data.pretrained_tokenizer import ROLES, MarianTokenizer, PretrainedTokenizer
 from transformer_jax.interop.files import ConversionError
 
-SPECIALS = "special_tokens.json"
-WORKDIR_FOLDER = "tokenizer"  # Where a workdir keeps a pretrained tokenizer's files.
-ROLES = ("pad", "eos", "bos", "unk", "cls", "sep", "mask")
 
-
-def _ids(values: Iterable[int | np.integer] | np.ndarray) -> list[int]:
-    return np.asarray(values, dtype=np.int64).reshape(-1).tolist()
-
-
-class _Specials:
-    """Special ids from token strings: `self.<role>_id`, None where the vocabulary has none."""
-
-    pad_id = eos_id = bos_id = unk_id = cls_id = sep_id = mask_id = None
-
-    def _set_specials(self, tokens: dict[str, str | None], lookup, where: str) -> None:
-        self.special_tokens = {k: v for k, v in tokens.items() if v is not None}
-        for role, token in self.special_tokens.items():
-            i = lookup(token)
-            if i is None:
-                raise ConversionError(
-                    f"{where}: the {role} token {token!r} is not in the vocabulary."
-                )
-            setattr(self, f"{role}_id", int(i))
-
-    def _kept(self, ids) -> list[int]:
-        """`ids` up to the first eos, without pad and bos (the front ends' decode contract).
-        Leading bos and pad come first: GPT-2's bos is also its eos."""
-        ids = _ids(ids)
-        first = 0
-        while first < len(ids) and ids[first] in (self.bos_id, self.pad_id):
-            first += 1
-        kept = []
-        for i in ids[first:]:
-            if i == self.eos_id:
-                break
-            if i not in (self.pad_id, self.bos_id):
-                kept.append(i)
-        return kept
-
-
-class PretrainedTokenizer(_Specials):
-    """A `tokenizers` tokenizer (tokenizer.json) with the checkpoint's special tokens."""
-
-    def __init__(self, json_text: str, special_tokens: dict[str, str | None], *, where: str):
-        from tokenizers import Tokenizer as Backend
-
-        try:
-            self._backend = Backend.from_str(json_text)
-        except Exception as e:  # tokenizers raises its own Exception subclass.
-            raise ConversionError(
-                f"{where}: not a tokenizer.json the tokenizers library reads ({e})."
-            ) from None
-        # A saved tokenizer.json may pad or truncate batches; ids here are never padded or cut.
-        self._backend.no_padding()
-        self._backend.no_truncation()
-        self._json = json_text
-        self._set_specials(special_tokens, self._backend.token_to_id, where)
-
-    @property
-    def vocab_size(self) -> int:
-        return self._backend.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def fingerprint(self) -> str:
-        return hashlib.sha256(self._json.encode()).hexdigest()[:16]
-
-    def encode(self, text: str) -> list[int]:
-        """The ids of `text`, without the special tokens a pipeline adds ([CLS], [SEP])."""
-        return self._backend.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
-        del num_threads  # tokenizers parallelises on its own.
-        return [e.ids for e in self._backend.encode_batch(list(texts), add_special_tokens=False)]
-
-    def decode(self, ids) -> str:
-        """The text of `ids` up to the first eos, special tokens left out."""
-        return self._backend.decode(self._kept(ids), skip_special_tokens=True)
-
-    def id_to_piece(self, i: int) -> str:
-        return self._backend.id_to_token(int(i)) or ""
-
-    def save(self, folder: epath.Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        storage.write_text_atomic(folder / "tokenizer.json", self._json)
-        storage.write_text_atomic(folder / SPECIALS, json.dumps(self.special_tokens, indent=1))
-
-
-class MarianTokenizer(_Specials):
-    """OPUS-MT's tokenizer: SentencePiece pieces looked up in a shared vocab.json."""
-
-    def __init__(
-        self,
-        source_spm: bytes,
-        target_spm: bytes,
-        vocab: dict[str, int],
-        special_tokens: dict[str, str | None],
-        *,
-        where: str,
-    ):
-        import sentencepiece as spm
-
-        try:
-            self._source = spm.SentencePieceProcessor(model_proto=source_spm)
-            self._target = spm.SentencePieceProcessor(model_proto=target_spm)
-        except RuntimeError as e:
-            raise ConversionError(
-                f"{where}: source.spm or target.spm is not a SentencePiece model ({e})."
-            ) from None
-        self._files = (source_spm, target_spm, vocab)
-        self._vocab = vocab
-        self._pieces = {i: p for p, i in vocab.items()}
-        self._set_specials(special_tokens, vocab.get, where)
-
-    @property
-    def vocab_size(self) -> int:
-        return max(self._pieces) + 1
-
-    @property
-    def fingerprint(self) -> str:
-        digest = hashlib.sha256(self._files[0] + self._files[1])
-        digest.update(json.dumps(self._vocab, sort_keys=True).encode())
-        return digest.hexdigest()[:16]
-
-    def encode(self, text: str) -> list[int]:
-        """The ids of a source text (no eos): source.spm pieces in the shared vocabulary."""
-        pieces = self._source.encode(text, out_type=str)
-        return [self._vocab.get(p, self.unk_id) for p in pieces]
-
-    def encode_batch(self, texts: Sequence[str], num_threads: int = -1) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
-
-    def encode_target(self, text: str) -> list[int]:
-        """The ids of a target text (no eos), with target.spm."""
-        pieces = self._target.encode(text, out_type=str)
-        return [self._vocab.get(p, self.unk_id) for p in pieces]
-
-    def decode(self, ids) -> str:
-        """The target text of `ids` up to the first eos (target.spm), special tokens left out."""
-        specials = {self.unk_id}
-        pieces = [
-            self._pieces[i] for i in self._kept(ids) if i in self._pieces and i not in specials
-        ]
-        # Pieces of the shared vocabulary that target.spm lacks come back as written: their
-        # word-start marks become spaces, as transformers' MarianTokenizer writes them.
-        return self._target.decode_pieces(pieces).replace("\u2581", " ").strip()
-
-    def id_to_piece(self, i: int) -> str:
-        return self._pieces.get(int(i), "")
-
-    def save(self, folder: epath.Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        storage.write_bytes_atomic(folder / "source.spm", self._files[0])
-        storage.write_bytes_atomic(folder / "target.spm", self._files[1])
-        storage.write_text_atomic(folder / "vocab.json", json.dumps(self._vocab))
-        storage.write_text_atomic(folder / SPECIALS, json.dumps(self.special_tokens, indent=1))
-
-
-# ------------------------------------------------------------------------ reading HF folders
 def _token(value: Any) -> str | None:
     """A token string from tokenizer_config.json, where it may be an AddedToken dict."""
     if isinstance(value, dict):
@@ -257,23 +85,3 @@ def read_hf_tokenizer(folder: epath.Path, kind: str, defaults: dict[str, str | N
         f"{folder}: no tokenizer.json (or vocab.txt). Copy the model's tokenizer files into "
         f"the folder, or pass --notokenizer to convert the weights alone."
     )
-
-
-def in_workdir(workdir: str | epath.Path) -> bool:
-    """Whether a workdir holds a converted checkpoint's tokenizer (`tokenizer/`)."""
-    return (storage.as_path(workdir) / WORKDIR_FOLDER / SPECIALS).is_file()
-
-
-def load(folder: str | epath.Path):
-    """The tokenizer a workdir's `tokenizer/` folder holds (written by `save`)."""
-    folder = storage.as_path(folder)
-    path = folder / SPECIALS
-    try:
-        tokens = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConversionError(
-            f"{path}: missing or not valid JSON ({e}). Convert the model again."
-        ) from None
-    if (folder / "source.spm").is_file():
-        return read_hf_tokenizer(folder, "marian", tokens)
-    return PretrainedTokenizer((folder / "tokenizer.json").read_text(), tokens, where=str(folder))

@@ -16,11 +16,11 @@ import jax
 import ml_collections
 from ml_collections.config_dict import placeholder
 
+from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
 from transformer_jax.inference.loading import AnyTokenizer
-from transformer_jax.interop import tokenizer as converted
 from transformer_jax.workdir import CheckpointError, Workdir
 
 # How a run keeps its tokenizer (its config's `data.tokenizer`): nothing for bytes, a

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import ml_collections
 import numpy as np
 
+from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.bert.inputs import encode_plain, layout, specials_of
 from transformer_jax.data.bert.pipeline import check_bert_tokenizer
 from transformer_jax.data.classify.examples import Example, LabelledSplits
@@ -36,7 +37,6 @@ from transformer_jax.data.labelled_batches import (
     shuffled_epoch,
 )
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
-from transformer_jax.interop import tokenizer as converted
 from transformer_jax.tokens import BERT_SYMBOLS
 from transformer_jax.workdir import Workdir
 

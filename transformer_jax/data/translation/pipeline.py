@@ -18,12 +18,12 @@ import math
 import ml_collections
 import numpy as np
 
+from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.hosts import WorkdirLike, as_workdir, resolve_processes
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
-from transformer_jax.interop import tokenizer as converted
 
 _TOKENIZER_SEED = 0  # Which training sentences the tokenizer sees (independent of shuffle_seed).
 
