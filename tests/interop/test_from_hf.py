@@ -161,3 +161,22 @@ def test_marian_tokenizer(marian):
     specials = meta["special_tokens"]
     assert tokenizer.bos_id == tokenizer.pad_id == specials["decoder_start"] == specials["pad"]
     assert tokenizer.eos_id == specials["eos"]
+
+
+@pytest.mark.parametrize(
+    "name, kept", [("gpt2", ("vocab.json", "merges.txt")), ("bert_pretraining", ("vocab.txt",))]
+)
+def test_tokenizers_without_tokenizer_json(name, kept, tmp_path):
+    """GPT-2's vocab.json + merges.txt and BERT's vocab.txt give transformers' ids too."""
+    folder = tmp_path / name
+    folder.mkdir()
+    for file in ("config.json", "model.safetensors", "tokenizer_config.json", *kept):
+        (folder / file).write_bytes((FIXTURES / name / file).read_bytes())
+    tokenizer = interop.read_hf(folder).tokenizer
+    _, meta = reference(name)
+    for item in meta["texts"]:
+        ids = tokenizer.encode(item["text"])
+        if name != "gpt2":
+            ids = [tokenizer.cls_id, *ids, tokenizer.sep_id]
+        assert ids == item["input_ids"]
+    assert tokenizer.decode(tokenizer.encode("Hello world!")).lower() == "hello world!"

@@ -42,11 +42,21 @@ def _wordpiece_json(vocab: epath.Path, lowercase: bool) -> str:
     return BertWordPieceTokenizer(str(vocab), lowercase=lowercase).to_str()
 
 
+def _byte_level_json(vocab: epath.Path, merges: epath.Path, specials: list[str]) -> str:
+    """GPT-2's byte-level BPE from vocab.json + merges.txt, its special tokens kept whole."""
+    from tokenizers.implementations import ByteLevelBPETokenizer
+
+    tokenizer = ByteLevelBPETokenizer(str(vocab), str(merges), add_prefix_space=False)
+    tokenizer.add_special_tokens(specials)
+    return tokenizer.to_str()
+
+
 def read_hf_tokenizer(folder: epath.Path, kind: str, defaults: dict[str, str | None]):
     """The tokenizer of a Hugging Face model folder.
 
     Args:
-      kind: "tokenizers" (tokenizer.json, or BERT's vocab.txt) or "marian".
+      kind: "tokenizers" (tokenizer.json, or BERT's vocab.txt, or GPT-2's vocab.json and
+        merges.txt) or "marian".
       defaults: token strings by role where the folder's configs name none (e.g. GPT-2's
         `<|endoftext|>` as bos, eos and pad).
 
@@ -81,7 +91,11 @@ def read_hf_tokenizer(folder: epath.Path, kind: str, defaults: dict[str, str | N
         return PretrainedTokenizer(
             _wordpiece_json(folder / "vocab.txt", lower), tokens, where=str(folder / "vocab.txt")
         )
+    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        specials = sorted({t for t in tokens.values() if t})
+        json_text = _byte_level_json(folder / "vocab.json", folder / "merges.txt", specials)
+        return PretrainedTokenizer(json_text, tokens, where=str(folder / "vocab.json"))
     raise ConversionError(
-        f"{folder}: no tokenizer.json (or vocab.txt). Copy the model's tokenizer files into "
-        f"the folder, or pass --notokenizer to convert the weights alone."
+        f"{folder}: no tokenizer.json (or vocab.txt, or vocab.json with merges.txt). Copy "
+        f"the model's tokenizer files into the folder: the workdir needs its tokenizer."
     )
