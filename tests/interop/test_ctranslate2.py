@@ -15,6 +15,7 @@ from flax import nnx
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from transformer_jax import EncoderDecoder, interop  # noqa: E402
+from transformer_jax.cli import convert as convert_cli  # noqa: E402
 from transformer_jax.inference.decoding import beam_search, greedy_decode  # noqa: E402
 from transformer_jax.inference.translator import Translator  # noqa: E402
 from transformer_jax.interop import convert  # noqa: E402
@@ -225,7 +226,7 @@ def test_int8_export_is_smaller_and_translates(marian_workdir, tmp_path):
     assert len(served.translate(["The dog sleeps."], beam_size=2)) == 1
 
 
-# ------------------------------------------------------------------------ refusals
+# ------------------------------------------------------------------------ refusals, the command
 def test_refusals_name_the_problem_and_write_nothing(marian_workdir, tmp_path):
     with pytest.raises(ValueError, match="quantization='int4'"):
         ct2.to_ctranslate2(marian_workdir, tmp_path / "a", quantization="int4")
@@ -240,3 +241,32 @@ def test_missing_ctranslate2_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     with pytest.raises(ImportError, match=r"transformer_jax\[ctranslate2\]"):
         ct2.import_ctranslate2()
+
+
+def test_convert_command_writes_a_directory_that_loads(tiny_workdir, tmp_path, capsys):
+    out = tmp_path / "served"
+    argv = [f"--workdir={tiny_workdir}", f"--to_ctranslate2={out}", "--quantization=int8"]
+    assert convert_cli.main(argv) == 0
+    assert "int8" in capsys.readouterr().out
+    assert ctranslate2.Translator(str(out)).model_is_loaded
+    assert json.loads((out / ct2.META).read_text())["quantization"] == "int8"
+
+
+def test_convert_command_refuses_what_it_cannot_do(tiny_workdir, marian_workdir, tmp_path, capsys):
+    gpt = tmp_path / "gpt"
+    interop.from_hf(FIXTURES / "gpt2", gpt)
+    assert convert_cli.main([f"--workdir={gpt}", f"--to_ctranslate2={tmp_path / 'a'}"]) == 1
+    assert "task='language_model'" in capsys.readouterr().err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("keep me")
+    assert convert_cli.main([f"--workdir={marian_workdir}", f"--to_ctranslate2={busy}"]) == 1
+    assert "not empty" in capsys.readouterr().err
+    assert [p.name for p in busy.iterdir()] == ["notes.txt"]
+    assert (busy / "notes.txt").read_text() == "keep me"
+    both = [f"--workdir={tiny_workdir}", "--to_hf=x", f"--to_ctranslate2={tmp_path / 'c'}"]
+    assert convert_cli.main(both) == 1
+    assert "exactly one of" in capsys.readouterr().err
+    assert convert_cli.main([f"--workdir={gpt}", "--to_hf=y", "--quantization=int8"]) == 1
+    assert "--quantization" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "c").exists()
