@@ -91,7 +91,8 @@ def vocabulary(tokenizer, size: int, where: str) -> list[str]:
     Raises:
       ConversionError: two ids share a piece (CTranslate2 could not tell them apart).
     """
-    pieces = [tokenizer.id_to_piece(i) if i < tokenizer.vocab_size else "" for i in range(size)]
+    known = tokenizer.vocab_size  # Once: a converted tokenizer computes it each time.
+    pieces = [tokenizer.id_to_piece(i) if i < known else "" for i in range(size)]
     pieces = [p or f"<unused{i}>" for i, p in enumerate(pieces)]
     first: dict[str, int] = {}
     for i, piece in enumerate(pieces):
