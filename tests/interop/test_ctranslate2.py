@@ -33,7 +33,7 @@ MARIAN = dict(positional="sinusoidal_halves", activation="silu", logits_bias=Tru
               layer_norm_eps=1e-5)  # fmt: skip
 FIELDS = {
     "post": dict(norm="post"),
-    "pre": dict(norm="pre"),
+    "pre_scanned": dict(norm="pre", scan_layers=True),  # Layers stacked: one scanned block.
     "marian": MARIAN,
     "marian_unscaled": dict(MARIAN, scale_embeddings=False),
     "learned_untied": dict(norm="pre", positional="learned", share_embeddings=False,
@@ -235,6 +235,9 @@ def test_refusals_name_the_problem_and_write_nothing(marian_workdir, tmp_path):
     with pytest.raises(interop.ConversionError, match="task='language_model'"):
         ct2.to_ctranslate2(gpt, tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    cfg = EncoderDecoderConfig(**{**SHAPE, "num_encoder_layers": 0})
+    with pytest.raises(interop.ConversionError, match="num_encoder_layers=0"):
+        ct2.check_exportable(cfg, "model.json")  # CTranslate2 cannot load an empty stack.
 
 
 def test_missing_ctranslate2_names_the_extra(monkeypatch):
