@@ -4,33 +4,33 @@ Both engines decode the same 32 random sources of 32 tokens into exactly 64 toke
 random weights: greedy and beam-4, batch 32 (all sources in one call, repeated for at least
 `--min_time` seconds) and batch 1 (one source per call over `--batch1_sources` sources). The
 transformer_jax model is randomly initialised (biases and LayerNorm parameters perturbed too, so
-that a wrong mapping of any of them shows), its weights are saved to an .npz, and CTranslate2's
-model is built from that file through its converter/spec API (no PyTorch). Each engine runs
-in its own worker process; the driver asks them in turn (ours, then CTranslate2, alternating
-who goes first each repeat), so only one engine computes at a time, and reports medians over
-the repeats.
+that a wrong mapping of any of them shows) and written as a CTranslate2 model directory by the
+package's exporter (`transformer_jax.interop.ctranslate2`: its spec API, numpy weights, no
+PyTorch). Each engine runs in its own worker process; the driver asks them in turn (ours, then
+CTranslate2, alternating who goes first each repeat), so only one engine computes at a time,
+and reports medians over the repeats.
 
 Fixed-length work on both sides: ours decodes with `eos_id=None` (never stops; pad is never
 emitted); CTranslate2 with `min_decoding_length = max_decoding_length = 64`, which keeps its
 end token from being emitted. To make the two rules the same, CTranslate2's end token is our pad
-token and our eos is an ordinary token on both sides. So for the same weights the outputs must
-be equal, and the script checks that they are (`agreement` in the JSON): identical tokens, and
-the mean log-probability of each output within float32 rounding (it depends on every logit of
-every step, so it catches a mapping error that a random model's repetitive output would hide).
-tests/inference/test_ctranslate2_mapping.py checks the same on a tiny model, post- and pre-LN, and
-with Marian's options (sines-then-cosines positions, SiLU, a logits bias, unscaled embeddings).
+token (`end_token="<pad>"`, which the export already keeps from being emitted) and our eos is an
+ordinary token on both sides; sources end with eos on both (CTranslate2 appends it). So for
+the same weights the outputs must be equal, and the script checks that they are (`agreement`
+in the JSON): identical tokens, and the mean log-probability of each output within float32
+rounding (it depends on every logit of every step, so it catches a mapping error that a random
+model's repetitive output would hide).
+tests/interop/test_ctranslate2.py checks the same on tiny models, post- and pre-LN, with Marian's
+options (sines-then-cosines positions, SiLU, a logits bias, unscaled embeddings) and others.
 
 CTranslate2 runs float32 at `intra_threads` 1 and 2 (`inter_threads=1`); the ratio is taken
 against the faster of the two for each setting. Its int8 (`intra_threads=1`, fastest on a
 2-core machine) is reported for reference. Our side is float32, jit-compiled, compilation and
 a warm-up call excluded; XLA uses every core.
 
-Setup: CTranslate2 needs only numpy. Either install the project's `bench` extra
-(`pip install -e ".[bench]"`, which adds ctranslate2 and nothing else) and run the script
-without `--ct2_python`, or keep it in an environment of its own:
+Setup: CTranslate2 needs only numpy; the project's `bench` extra adds it and nothing else:
 
-  python3 -m venv /tmp/venv_ct2 && /tmp/venv_ct2/bin/pip install "ctranslate2>=4.5" numpy
-  PYTHONPATH=. python benchmarks/ctranslate2_side_by_side.py --ct2_python /tmp/venv_ct2/bin/python
+  pip install -e ".[bench]"
+  python benchmarks/ctranslate2_side_by_side.py
   ... --repeats 1 --batch1_sources 4 --min_time 0   # a quick pass (a busy machine)
 
 The default (both shapes, 3 repeats) is sized for about 10 minutes on an idle 2-core machine
@@ -38,8 +38,8 @@ The default (both shapes, 3 repeats) is sized for about 10 minutes on an idle 2-
 that. Writes a table to stdout and JSON to `benchmarks/results/ctranslate2.json` (`--out`).
 
 This file is also the workers (`--worker jax|ct2`): the CTranslate2 worker imports nothing but
-numpy and ctranslate2, which is why jax and the project are imported inside the functions of
-the transformer_jax worker only.
+numpy and ctranslate2 (it loads the directory the other worker wrote), which is why jax and the
+project are imported inside the functions of the transformer_jax worker only.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ SHAPES = {  # name -> model fields (vocabulary, widths, layers per stack)
 SETTINGS = (("beam4", 32), ("greedy", 32), ("beam4", 1), ("greedy", 1))  # (method, batch)
 BEAM_SIZE = 4
 BEAM_ALPHA = 0.6  # beam_search's default length penalty; all hypotheses have the same length
-NUM_SOURCES, SOURCE_LEN, OUTPUT_LEN = 32, 32, 64
+NUM_SOURCES, SOURCE_LEN, OUTPUT_LEN = 32, 32, 64  # SOURCE_LEN counts the eos
 CT2_CONFIGS = (  # (label, compute_type, intra_threads); inter_threads is always 1.
     ("f32_intra1", "float32", 1),
     ("f32_intra2", "float32", 2),
@@ -75,8 +75,7 @@ CT2_CONFIGS = (  # (label, compute_type, intra_threads); inter_threads is always
 REPLY = "@@ "  # Prefix of a worker's reply line on stdout; other output goes to stderr.
 # Parameters that start as zeros or ones (LayerNorm, biases): perturbed in the benchmark's model.
 BIASES = ("scale", "bias", "b1", "b2", "query_bias", "value_bias", "out_bias", "logits_bias")
-# Our FFN activation names -> CTranslate2's `common_spec.Activation` members.
-CT2_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": "SWISH"}
+CT2_MODEL = "ct2_model"  # The CTranslate2 directory the transformer_jax worker writes.
 
 
 # ============================================================================ transformer_jax
@@ -112,56 +111,16 @@ def _jax_model(shape: dict, seed: int, **fields):
     return model
 
 
-def export_weights(model) -> tuple[dict[str, np.ndarray], dict]:
-    """The model's parameters by '/'-joined path, plus what a converter needs to know.
-
-    The metadata carries the project's special token ids as vocabulary strings and the
-    sinusoidal table the model adds (in the config's layout), so the CTranslate2 side needs
-    neither jax nor the project.
-    """
-    from flax import nnx
-
-    from transformer_jax import sinusoidal_encoding
-    from transformer_jax.models.fields import SINUSOIDAL
-    from transformer_jax.nn.stacked import to_layout
+def write_ct2_model(model, out_dir: pathlib.Path) -> None:
+    """`model` as a CTranslate2 directory, through the package's exporter. Its vocabulary is
+    "t{id}" but for the project's special tokens, which are CTranslate2's unk, bos and eos."""
+    from transformer_jax.interop import ctranslate2 as ct2
     from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-    cfg = model.cfg
-    if cfg.positional not in SINUSOIDAL or not (cfg.share_embeddings and cfg.tie_output):
-        raise ValueError(
-            f"export_weights maps sinusoidal positions {tuple(SINUSOIDAL)} and shared, tied "
-            f"embeddings only; got positional={cfg.positional!r}, "
-            f"share_embeddings={cfg.share_embeddings}, tie_output={cfg.tie_output}."
-        )
-    weights = {
-        "/".join(map(str, path)): np.asarray(var[...], np.float32)
-        for path, var in nnx.to_flat_state(to_layout(nnx.state(model, nnx.Param), False))
-    }
-    layout = SINUSOIDAL[cfg.positional]
-    table = sinusoidal_encoding(cfg.max_len, cfg.d_model, layout=layout)
-    weights["position_encodings"] = np.asarray(table)
     special = {PAD_ID: "<pad>", EOS_ID: "</s>", BOS_ID: "<s>", UNK_ID: "<unk>"}
-    meta = dict(
-        num_encoder_layers=cfg.num_encoder_layers,
-        num_decoder_layers=cfg.num_decoder_layers,
-        num_heads=cfg.num_heads,
-        d_model=cfg.d_model,
-        norm=cfg.norm,
-        activation=cfg.activation,
-        scale_embeddings=cfg.scale_embeddings,
-        use_bias=cfg.use_bias,
-        layer_norm_eps=cfg.layer_norm_eps,
-        vocabulary=[special.get(i, f"t{i}") for i in range(cfg.vocab_size)],
-        # A fixed-length run never ends: CTranslate2's end token (suppressed below the minimum
-        # length) is our pad, which our decoder never emits; our eos is an ordinary token.
-        ct2_tokens=dict(
-            unk_token=special[UNK_ID],
-            bos_token=special[BOS_ID],
-            decoder_start_token=special[BOS_ID],
-            eos_token=special[PAD_ID],
-        ),
-    )
-    return weights, meta
+    pieces = [special.get(i, f"t{i}") for i in range(model.cfg.vocab_size)]
+    tokens = ct2.special_tokens(pieces, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+    ct2.write_model(ct2.model_spec(model, pieces, tokens), out_dir)
 
 
 class JaxEngine:
@@ -172,14 +131,15 @@ class JaxEngine:
     def __init__(
         self, shape: dict, seed: int, workdir: pathlib.Path, sources: np.ndarray, **fields
     ):
-        """Builds the model (see `_jax_model`) and writes its weights for the other engine."""
+        """Builds the model (see `_jax_model`) and writes it for the other engine."""
         import jax
 
+        from transformer_jax.tokens import EOS_ID
+
         self.model = _jax_model(shape, seed, **fields)
-        weights, meta = export_weights(self.model)
-        np.savez(workdir / "weights.npz", **weights)
-        (workdir / "meta.json").write_text(json.dumps(meta))
-        self.sources = sources  # int ids [32, 32]
+        write_ct2_model(self.model, workdir / CT2_MODEL)
+        eos = np.full((len(sources), 1), EOS_ID, sources.dtype)
+        self.sources = np.concatenate([sources, eos], axis=1)  # int ids [32, 32], eos last
         self.versions = dict(jax=jax.__version__, jaxlib=importlib.metadata.version("jaxlib"))
 
     def decode(self, label: str, method: str, src: np.ndarray, scores: bool = False):
@@ -204,107 +164,16 @@ class JaxEngine:
 
 
 # ================================================================================ CTranslate2
-def ct2_spec(weights: dict[str, np.ndarray], meta: dict):
-    """A `ctranslate2.specs.TransformerSpec` holding the exported transformer_jax weights.
-
-    CTranslate2's linear weights are `[out, in]`; its self-attention fuses the query, key and
-    value projections into one `[3D, D]` linear, its cross-attention keys and values into one
-    `[2D, D]`. Our keys have no bias (softmax cancels it), so theirs gets zeros. A logits bias
-    is the output projection's bias.
-    """
-    from ctranslate2.specs import common_spec, transformer_spec
-
-    d = meta["d_model"]
-    pre_norm = meta["norm"] == "pre"
-    spec = transformer_spec.TransformerSpec.from_config(
-        (meta["num_encoder_layers"], meta["num_decoder_layers"]),
-        meta["num_heads"],
-        pre_norm=pre_norm,
-        activation=getattr(common_spec.Activation, CT2_ACTIVATIONS[meta["activation"]]),
-    )
-    spec.config.layer_norm_epsilon = meta["layer_norm_eps"]
-    for key, token in meta["ct2_tokens"].items():
-        setattr(spec.config, key, token)
-
-    used = set()
-
-    def w(name):
-        used.add(name)
-        return weights[name]
-
-    def in_proj(scope, name, bias):  # [D, N, H] kernel -> [N*H, D] weight, [N*H] bias
-        weight = w(f"{scope}/{name}").reshape(d, -1).T
-        has_bias = meta["use_bias"] and bias
-        b = w(f"{scope}/{name}_bias").reshape(-1) if has_bias else np.zeros(d, np.float32)
-        return weight, b
-
-    def set_linear(linear, parts):
-        linear.weight = np.ascontiguousarray(np.concatenate([p[0] for p in parts]))
-        linear.bias = np.concatenate([p[1] for p in parts])
-
-    def set_attention(attn, scope, fused_self):
-        q, k, v = (in_proj(scope, n, b) for n, b in (("query", 1), ("key", 0), ("value", 1)))
-        if fused_self:
-            set_linear(attn.linear[0], [q, k, v])
-        else:
-            set_linear(attn.linear[0], [q])
-            set_linear(attn.linear[1], [k, v])
-        out = w(f"{scope}/out").reshape(-1, d).T  # [N, H, D] -> [D, N*H]
-        out_bias = w(f"{scope}/out_bias") if meta["use_bias"] else np.zeros(d, np.float32)
-        set_linear(attn.linear[-1], [(out, out_bias)])
-
-    def set_norm(norm, scope):
-        norm.gamma, norm.beta = w(f"{scope}/scale"), w(f"{scope}/bias")
-
-    def set_ffn(ffn, scope):
-        set_norm(ffn.layer_norm, f"{scope}_norm")
-        set_linear(ffn.linear_0, [(w(f"{scope}/w1").T, w(f"{scope}/b1"))])
-        set_linear(ffn.linear_1, [(w(f"{scope}/w2").T, w(f"{scope}/b2"))])
-
-    embedding = w("src_embed/embedding")  # shared by encoder, decoder and output (§3.4)
-    for stack, ct2_stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
-        ct2_stack.scale_embeddings = meta["scale_embeddings"]  # embedding * sqrt(d_model)
-        ct2_stack.position_encodings.encodings = w("position_encodings")
-        if pre_norm:
-            set_norm(ct2_stack.layer_norm, f"{stack}/final_norm")
-        for i, layer in enumerate(ct2_stack.layer):
-            scope = f"{stack}/layers/{i}"
-            set_attention(layer.self_attention, f"{scope}/self_attn", fused_self=True)
-            set_norm(layer.self_attention.layer_norm, f"{scope}/self_attn_norm")
-            if stack == "decoder":
-                set_attention(layer.attention, f"{scope}/cross_attn", fused_self=False)
-                set_norm(layer.attention.layer_norm, f"{scope}/cross_attn_norm")
-            set_ffn(layer.ffn, f"{scope}/ffn")
-    spec.encoder.embeddings[0].weight = embedding
-    spec.decoder.embeddings.weight = embedding
-    spec.decoder.projection.weight = embedding  # tied output projection
-    if "logits_bias" in weights:
-        spec.decoder.projection.bias = w("logits_bias")
-    if unused := sorted(set(weights) - used):  # e.g. a parameter added to the model later
-        raise ValueError(f"ct2_spec: exported weights left unmapped: {unused}")
-    spec.register_source_vocabulary(meta["vocabulary"])
-    spec.register_target_vocabulary(meta["vocabulary"])
-    return spec
-
-
 class Ct2Engine:
     """`ctranslate2.Translator.translate_batch` at each of `CT2_CONFIGS`."""
 
     labels = tuple(label for label, _, _ in CT2_CONFIGS)
 
     def __init__(self, workdir: pathlib.Path, sources: np.ndarray):
-        """Converts the weights `JaxEngine` wrote to `workdir` and loads every configuration."""
+        """Loads the directory `JaxEngine` wrote to `workdir` in every configuration."""
         import ctranslate2
 
-        meta = json.loads((workdir / "meta.json").read_text())
-        with np.load(workdir / "weights.npz") as f:
-            weights = dict(f)
-
-        class NpzConverter(ctranslate2.converters.Converter):
-            def _load(self):
-                return ct2_spec(weights, meta)
-
-        model_dir = NpzConverter().convert(str(workdir / "ct2_model"), quantization="float32")
+        model_dir = str(workdir / CT2_MODEL)
         self.translators = {
             label: ctranslate2.Translator(
                 model_dir,
@@ -315,9 +184,10 @@ class Ct2Engine:
             )
             for label, compute_type, threads in CT2_CONFIGS
         }
-        vocabulary = meta["vocabulary"]
+        vocabulary = json.loads((workdir / CT2_MODEL / "shared_vocabulary.json").read_text())
         self.ids = {token: i for i, token in enumerate(vocabulary)}
-        self.sources = [[vocabulary[i] for i in row] for row in sources.tolist()]  # strings
+        # Strings, without the eos that CTranslate2 appends (the model's add_source_eos).
+        self.sources = [[vocabulary[i] for i in row] for row in sources.tolist()]
         self.versions = dict(ctranslate2=ctranslate2.__version__)
 
     def decode(self, label: str, method: str, src: list[list[str]], scores: bool = False):
@@ -329,6 +199,7 @@ class Ct2Engine:
             num_hypotheses=1,
             max_decoding_length=OUTPUT_LEN,
             min_decoding_length=OUTPUT_LEN,
+            end_token="<pad>",  # never emitted: our eos is an ordinary token, as on our side
             return_scores=scores,
             max_batch_size=0,
         )
@@ -410,10 +281,10 @@ def _setup(kind: str, request: dict):
 class Worker:
     """A worker process and its request/reply pipe."""
 
-    def __init__(self, kind: str, python: str):
+    def __init__(self, kind: str):
         self.kind = kind
         self.proc = subprocess.Popen(
-            [python, __file__, "--worker", kind],
+            [sys.executable, __file__, "--worker", kind],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -455,9 +326,9 @@ def run_shape(name: str, args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="ct2_bench_") as tmp:
         rng = np.random.default_rng(args.seed)
         vocab = SHAPES[name]["vocab_size"]
-        sources = rng.integers(4, vocab, (NUM_SOURCES, SOURCE_LEN))  # no special tokens
+        sources = rng.integers(4, vocab, (NUM_SOURCES, SOURCE_LEN - 1))  # no special tokens
         np.save(pathlib.Path(tmp) / "sources.npy", sources)
-        ours, ct2 = Worker("jax", sys.executable), Worker("ct2", args.ct2_python)
+        ours, ct2 = Worker("jax"), Worker("ct2")
         try:
             jax_setup = ours.ask(op="setup", workdir=tmp, shape=name, seed=args.seed)
             ct2_setup = ct2.ask(op="setup", workdir=tmp)
@@ -560,7 +431,6 @@ def _parse() -> argparse.Namespace:
     p.add_argument("--batch1_sources", type=int, default=8, help="sources per batch-1 timing")
     p.add_argument("--pause", type=float, default=0.3, help="seconds between timings")
     p.add_argument("--seed", type=int, default=0, help="weights and sources")
-    p.add_argument("--ct2_python", default=sys.executable, help="python that has ctranslate2")
     p.add_argument("--out", default="benchmarks/results/ctranslate2.json", help="JSON path")
     p.add_argument("--worker", choices=["jax", "ct2"], help=argparse.SUPPRESS)
     return p.parse_args()

@@ -26,7 +26,7 @@ COMMANDS = {
     "evaluate": ("evaluate", "score a split of a run's data with its task's measures"),
     "plot": ("plot", "draw a workdir's loss and validation curves"),
     "compile": ("compile", "compile a config's programs for TPUs/GPUs here; memory, FLOPs"),
-    "convert": ("convert", "import Hugging Face checkpoints into workdirs, export them back"),
+    "convert": ("convert", "import Hugging Face checkpoints; export to them, or to CTranslate2"),
 }
 PROG = "transformer-jax"
 
