@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import sentencepiece as spm
 from etils import epath
 
 from transformer_jax import storage
@@ -123,8 +124,6 @@ class MarianTokenizer(_Specials):
         *,
         where: str,
     ):
-        import sentencepiece as spm
-
         try:
             self._source = spm.SentencePieceProcessor(model_proto=source_spm)
             self._target = spm.SentencePieceProcessor(model_proto=target_spm)
@@ -135,11 +134,12 @@ class MarianTokenizer(_Specials):
         self._files = (source_spm, target_spm, vocab)
         self._vocab = vocab
         self._pieces = {i: p for p, i in vocab.items()}
+        self._size = max(self._pieces) + 1
         self._set_specials(special_tokens, vocab.get, where)
 
     @property
     def vocab_size(self) -> int:
-        return max(self._pieces) + 1
+        return self._size
 
     @property
     def fingerprint(self) -> str:

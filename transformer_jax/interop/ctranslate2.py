@@ -38,10 +38,10 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import storage
+from transformer_jax.data import pretrained_tokenizer as pretrained
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.inference import loading
-from transformer_jax.interop import tokenizer as pretrained
 from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tensors import flat_params
 from transformer_jax.models.fields import SINUSOIDAL
