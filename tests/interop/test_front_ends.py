@@ -7,6 +7,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from tests.gcs_emulator import gcs_bucket  # noqa: F401 (fixture)
 from transformer_jax import interop
 from transformer_jax.data.bert.inputs import encode_plain, layout, specials_of
 from transformer_jax.inference.classifier import Classifier
@@ -138,3 +139,17 @@ def test_evaluate_refuses_a_converted_model_without_data(workdirs, capsys):
 
     assert evaluate_main([f"--workdir={workdirs('vit_classifier')}"]) == 1
     assert "init_from" in capsys.readouterr().err
+
+
+def test_a_converted_workdir_in_cloud_storage(gcs_bucket, tmp_path):  # noqa: F811
+    """from_hf writes a gs:// workdir (on a local Cloud Storage emulator) that serves as a
+    local one does, and to_hf reads it back."""
+    workdir = f"{gcs_bucket}/converted/gpt2"
+    interop.from_hf(FIXTURES / "gpt2", workdir)
+    _, meta = reference("gpt2")
+    prompt = meta["generation"]["prompts"][0]
+    generator = Generator.from_checkpoint(workdir)
+    assert generator.generate([prompt["text"]], max_new_tokens=8, temperature=0) == [
+        prompt["new_text"]
+    ]
+    assert interop.to_hf(workdir, tmp_path / "hf") == "GPT2LMHeadModel"

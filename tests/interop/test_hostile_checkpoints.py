@@ -150,3 +150,11 @@ def test_a_hub_name_offline_says_to_pass_a_folder(tmp_path, monkeypatch, capsys)
     error = capsys.readouterr().err
     assert "Helsinki-NLP/opus-mt-en-de" in error and "pass a local folder" in error
     assert not (tmp_path / "w").exists()
+
+
+def test_a_folder_without_tokenizer_files(tmp_path):
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    for file in ("config.json", "model.safetensors"):
+        (folder / file).write_bytes((FIXTURES / "gpt2" / file).read_bytes())
+    refused(folder, tmp_path, "no tokenizer.json", "tokenizer files")
