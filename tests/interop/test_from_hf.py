@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from safetensors.numpy import load_file, save_file
 
 from transformer_jax import interop, models
 
@@ -29,7 +30,11 @@ def reference(name: str) -> tuple[dict, dict]:
 
 def imported(name: str):
     """(the model with the converted parameters, the Converted record)."""
-    converted = interop.read_hf(FIXTURES / name)
+    return imported_from(FIXTURES / name)
+
+
+def imported_from(folder):
+    converted = interop.read_hf(folder)
     graphdef, _ = models.abstract_model(converted.cfg)
     return nnx.merge(graphdef, converted.params), converted
 
@@ -180,3 +185,22 @@ def test_tokenizers_without_tokenizer_json(name, kept, tmp_path):
             ids = [tokenizer.cls_id, *ids, tokenizer.sep_id]
         assert ids == item["input_ids"]
     assert tokenizer.decode(tokenizer.encode("Hello world!")).lower() == "hello world!"
+
+
+def test_gpt2_model_without_the_lm_prefix(gpt2, tmp_path):
+    """`GPT2Model` saves its tensors without "transformer.": the same model comes out."""
+    folder = tmp_path / "gpt2_model"
+    folder.mkdir()
+    for file in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / file).write_bytes((FIXTURES / "gpt2" / file).read_bytes())
+    config = json.loads((FIXTURES / "gpt2" / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"architectures": ["GPT2Model"]}))
+    tensors = load_file(FIXTURES / "gpt2" / "model.safetensors")
+    save_file({k.removeprefix("transformer."): v for k, v in tensors.items()},
+              folder / "model.safetensors")  # fmt: skip
+    model, _ = gpt2
+    bare, converted = imported_from(folder)
+    assert converted.architecture == "GPT2Model"
+    leaves = zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(bare)), strict=True)
+    for a, b in leaves:
+        np.testing.assert_array_equal(a, b)
