@@ -30,6 +30,13 @@ def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.adam_b2 = 0.98  # Adam beta2.
     c.adam_eps = 1e-9  # Adam epsilon.
     c.grad_clip_norm = 0.0  # Global-norm gradient clipping; 0 = off (the paper has none).
+    c.optimizer = "adam"  # "adam" (§5.3) or "adamw" (decoupled weight decay, masked).
+    c.schedule = "noam"  # "noam" (§5.3, lr_factor), or "linear", "cosine", "constant" (lr).
+    c.learning_rate = 1e-4  # Peak of the linear, cosine and constant schedules (not noam's).
+    c.final_lr_ratio = 0.0  # Where linear and cosine end, as a share of the peak.
+    c.weight_decay = 0.0  # AdamW's decay; never on biases or LayerNorms.
+    c.weight_decay_embeddings = True  # Whether the embeddings decay too.
+    c.layer_decay = 1.0  # Layer-wise learning-rate decay (block i of L: x decay^(L-i)); 1 = off.
     c.grad_accum_steps = 1  # Micro-batches per update (same update, less activation memory).
 
     # Parallelism: mesh axis sizes; -1 takes the remaining devices. data only = data parallel.

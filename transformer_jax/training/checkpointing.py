@@ -30,6 +30,7 @@ from orbax.checkpoint import path as ocp_path
 
 from transformer_jax import models
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
+from transformer_jax.training.optimizer import layout as optimizer_layout
 from transformer_jax.workdir import (
     CheckpointError,
     ForeignCheckpointError,
@@ -77,9 +78,16 @@ def check_or_write_config(
     if workdir.config_json.exists():
         saved = workdir.read_config().to_dict()  # A broken config.json: an error naming it.
         diffs = config_conflicts(saved, new, data_fields)
+        before, after = optimizer_layout(saved), optimizer_layout(new)
+        diffs += [
+            f"{key}: {before[key]} -> {after[key]} (the saved optimizer state has another layout)"
+            for key in before
+            if before[key] != after[key]
+        ]
         if diffs:
             raise ValueError(
-                f"{workdir} holds a run whose model or vocabulary differs from this config:\n  "
+                f"{workdir} holds a run whose model, vocabulary or optimizer differs from this "
+                f"config:\n  "
                 + "\n  ".join(diffs)
                 + "\nUse a new --workdir, or the same settings to resume the run."
             )

@@ -29,6 +29,7 @@ from transformer_jax.training.checkpointing import (
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
 from transformer_jax.training.nonfinite import NonFiniteCounter
+from transformer_jax.training.optimizer import check_fields as check_optimizer_fields
 from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.preemption import Preemption
 from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock
@@ -70,6 +71,7 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
             'c.task = "translation" and c.model = models.config_section("encoder_decoder", '
             '"base") as configs/common.py does.'
         )
+    check_optimizer_fields(config)
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)

@@ -1,10 +1,141 @@
-"""The optimizer of §5.3: Adam(beta1=0.9, beta2=0.98, eps=1e-9) on the Noam schedule."""
+"""The optimizer, from a config: Adam (§5.3: beta1=0.9, beta2=0.98, eps=1e-9) or AdamW with a
+weight-decay mask, on the Noam, linear, cosine or constant schedule, with optional global-norm
+clipping and layer-wise learning-rate decay.
+
+`adam` on `noam` (the defaults) is `optax.adam` exactly, so the optimizer state of runs saved
+before the other choices existed restores as it was.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import jax
+import jax.numpy as jnp
 import optax
 
-from transformer_jax.training.schedules import noam_schedule
+from transformer_jax.training.schedules import (
+    constant_schedule,
+    cosine_schedule,
+    linear_schedule,
+    noam_schedule,
+)
+
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("noam", "linear", "cosine", "constant")
+# The fields whose change alters the optimizer state's layout: a resumed run must keep them.
+LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay")
+_DEFAULTS = {
+    "optimizer": "adam",
+    "schedule": "noam",
+    "learning_rate": 1e-4,
+    "final_lr_ratio": 0.0,
+    "weight_decay": 0.0,
+    "weight_decay_embeddings": True,
+    "layer_decay": 1.0,
+}
+
+
+def _names(path) -> list[str]:
+    out = []
+    for key in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(key, attr):
+                out.append(str(getattr(key, attr)))
+                break
+    return [n for n in out if n != "value"]
+
+
+def _is_embedding(names: list[str]) -> bool:
+    return any("embed" in n for n in names) or "cls_token" in names
+
+
+def decay_mask(params, decay_embeddings: bool = True):
+    """True for the leaves weight decay shrinks: weight matrices and kernels; never biases
+    (also the per-head `[N, H]` ones) or LayerNorm parameters (vectors); embeddings (token,
+    position, segment, [CLS]) by `decay_embeddings`."""
+
+    def decays(path, leaf):
+        names = _names(path)
+        if _is_embedding(names):
+            return decay_embeddings
+        last = names[-1] if names else ""
+        return not (last.endswith("bias") or jnp.ndim(leaf) <= 1)
+
+    return jax.tree_util.tree_map_with_path(decays, params)
+
+
+def layer_factor(names: list[str], num_layers: int, decay: float, leading: int | None):
+    """The learning-rate factor of one leaf under layer-wise decay (ELECTRA's): block i of L gets
+    decay^(L - i), the embeddings decay^(L + 1), everything above the blocks 1. A stacked leaf
+    (`scan_layers`) gets one factor per block along its leading axis (`leading` = L)."""
+    if "layers" in names:
+        position = names.index("layers") + 1
+        if position < len(names) and names[position].isdigit():
+            return decay ** (num_layers - int(names[position]))
+        blocks = jnp.arange(leading or num_layers, dtype=jnp.float32)
+        return decay ** (num_layers - blocks)
+    if _is_embedding(names) or names[:1] in (["patch_kernel"], ["patch_bias"]):
+        return decay ** (num_layers + 1)
+    return 1.0
+
+
+def _num_layers(updates) -> int:
+    """The blocks of the model: numbered ones (`layers/<i>`), or a stack's leading axis."""
+    found = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(updates)[0]:
+        names = _names(path)
+        if "layers" in names:
+            position = names.index("layers") + 1
+            nxt = names[position] if position < len(names) else ""
+            found.append(int(nxt) + 1 if nxt.isdigit() else leaf.shape[0])
+    if not found:
+        raise ValueError(
+            "config.layer_decay needs a model of numbered blocks (parameters under "
+            "`layers/<i>`); this one has none. Set config.layer_decay=1.0."
+        )
+    return max(found)
+
+
+def scale_by_layer(decay: float) -> optax.GradientTransformation:
+    """Multiplies each update by its leaf's `layer_factor` (stateless)."""
+
+    def update(updates, state, params=None):
+        del params
+        num_layers = _num_layers(updates)
+
+        def scale(path, u):
+            factor = layer_factor(_names(path), num_layers, decay, u.shape[0] if u.ndim else None)
+            factor = jnp.asarray(factor, u.dtype)
+            return u * factor.reshape(factor.shape + (1,) * (u.ndim - factor.ndim))
+
+        return jax.tree_util.tree_map_with_path(scale, updates), state
+
+    return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
+
+
+def make_schedule(
+    name: str,
+    *,
+    d_model: int,
+    warmup_steps: int,
+    lr_factor: float = 1.0,
+    learning_rate: float = 1e-4,
+    total_steps: int = 1,
+    final_lr_ratio: float = 0.0,
+) -> optax.Schedule:
+    """The schedule `name` of SCHEDULES: noam (lr_factor x §5.3) or one peaking at
+    `learning_rate` after `warmup_steps` (linear and cosine decay to `final_lr_ratio` of it at
+    `total_steps`)."""
+    if name == "noam":
+        return noam_schedule(d_model, warmup_steps, lr_factor)
+    if name == "constant":
+        return constant_schedule(learning_rate, warmup_steps)
+    if name == "linear":
+        return linear_schedule(learning_rate, warmup_steps, total_steps, final_lr_ratio)
+    if name == "cosine":
+        return cosine_schedule(learning_rate, warmup_steps, total_steps, final_lr_ratio)
+    raise ValueError(f"config.schedule={name!r} is not one of {list(SCHEDULES)}.")
 
 
 def make_optimizer(
@@ -16,20 +147,85 @@ def make_optimizer(
     b2: float = 0.98,
     eps: float = 1e-9,
     grad_clip_norm: float = 0.0,
+    optimizer: str = "adam",
+    schedule: str = "noam",
+    learning_rate: float = 1e-4,
+    total_steps: int = 1,
+    final_lr_ratio: float = 0.0,
+    weight_decay: float = 0.0,
+    weight_decay_embeddings: bool = True,
+    layer_decay: float = 1.0,
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """Adam with the Noam schedule (§5.3) and optional global-norm clipping.
+    """The optimizer and its schedule (see the module doc and `check_fields`).
 
     Returns:
       (the optax transformation, the schedule `count -> learning rate`).
     """
-    schedule = noam_schedule(d_model, warmup_steps, lr_factor)
+    lr = make_schedule(
+        schedule, d_model=d_model, warmup_steps=warmup_steps, lr_factor=lr_factor,
+        learning_rate=learning_rate, total_steps=total_steps, final_lr_ratio=final_lr_ratio,
+    )  # fmt: skip
     parts = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
-    parts.append(optax.adam(schedule, b1=b1, b2=b2, eps=eps))
-    return optax.chain(*parts), schedule
+    if optimizer == "adam" and layer_decay == 1.0:
+        parts.append(optax.adam(lr, b1=b1, b2=b2, eps=eps))  # The layout of every older run.
+        return optax.chain(*parts), lr
+    parts.append(optax.scale_by_adam(b1=b1, b2=b2, eps=eps))
+    if optimizer == "adamw":
+
+        def mask(params):
+            return decay_mask(params, weight_decay_embeddings)
+
+        parts.append(optax.add_decayed_weights(weight_decay, mask=mask))
+    if layer_decay != 1.0:
+        parts.append(scale_by_layer(layer_decay))
+    parts.append(optax.scale_by_learning_rate(lr))
+    return optax.chain(*parts), lr
+
+
+def fields(config) -> dict[str, Any]:
+    """The optimizer fields of a training config, defaults for those it lacks (older runs)."""
+    return {name: config.get(name, default) for name, default in _DEFAULTS.items()}
+
+
+def check_fields(config) -> None:
+    """Raises ValueError naming the optimizer field that is wrong and what to set."""
+    f = fields(config)
+    if f["optimizer"] not in OPTIMIZERS:
+        raise ValueError(f"config.optimizer={f['optimizer']!r} is not one of {list(OPTIMIZERS)}.")
+    if f["schedule"] not in SCHEDULES:
+        raise ValueError(f"config.schedule={f['schedule']!r} is not one of {list(SCHEDULES)}.")
+    if f["weight_decay"] < 0:
+        raise ValueError(f"config.weight_decay must be >= 0, got {f['weight_decay']}.")
+    if f["weight_decay"] > 0 and f["optimizer"] != "adamw":
+        raise ValueError(
+            f"config.weight_decay={f['weight_decay']} but config.optimizer="
+            f"{f['optimizer']!r} has no weight decay: set config.optimizer='adamw' (decoupled "
+            f"decay), or config.weight_decay=0."
+        )
+    if not 0 < f["layer_decay"] <= 1:
+        raise ValueError(f"config.layer_decay must be in (0, 1] (1 = off), got {f['layer_decay']}.")
+    if f["schedule"] != "noam" and not f["learning_rate"] > 0:
+        raise ValueError(
+            f"config.learning_rate must be > 0 for schedule {f['schedule']!r}, got "
+            f"{f['learning_rate']}."
+        )
+    if not 0 <= f["final_lr_ratio"] <= 1:
+        raise ValueError(f"config.final_lr_ratio must be in [0, 1], got {f['final_lr_ratio']}.")
+
+
+def layout(config) -> dict[str, Any]:
+    """What decides the optimizer state's layout: a resumed run must keep it."""
+    f = fields(config)
+    return {
+        "optimizer": f["optimizer"],
+        "grad_clip_norm": "on" if config.get("grad_clip_norm", 0.0) > 0 else "off",
+        "layer_decay": "on" if f["layer_decay"] != 1.0 else "off",
+    }
 
 
 def optimizer_from_config(config, d_model: int):
     """`make_optimizer` with a training config's fields."""
+    f = fields(config)
     return make_optimizer(
         d_model,
         warmup_steps=config.warmup_steps,
@@ -38,4 +234,6 @@ def optimizer_from_config(config, d_model: int):
         b2=config.adam_b2,
         eps=config.adam_eps,
         grad_clip_norm=config.grad_clip_norm,
+        total_steps=config.num_train_steps,
+        **f,
     )
