@@ -53,6 +53,16 @@ def test_a_tiny_run_learns_above_chance_and_prints_the_baselines(vit_run):
     assert labels == {"label_names": [str(d) for d in range(10)], "image_shape": [8, 8, 1]}
 
 
+def test_the_final_test_scores_the_best_validation_checkpoint_and_names_its_step(vit_run):
+    evals = _metrics(vit_run, "eval")
+    best = max(evals, key=lambda r: (r["accuracy"], -r["step"]))  # the first of the best
+    (test,) = _metrics(vit_run, "test")
+    assert test["step"] == best["step"]
+    assert (vit_run / "best" / str(best["step"])).is_dir()
+    log = (vit_run / "train.stderr").read_text()
+    assert f"test of step {best['step']}, the best by validation accuracy" in log
+
+
 def test_evaluate_writes_figures_and_a_confusion_png_that_the_classifier_agrees_with(
     vit_run, capsys
 ):

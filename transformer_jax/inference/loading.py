@@ -172,8 +172,8 @@ def select_steps(workdir: Workdir, step: int | None = None, average_last: int = 
     return upto[-count:]
 
 
-def _state_dir(workdir: Workdir, step: int) -> epath.Path:
-    step_dir = workdir.checkpoints / str(step)
+def _state_dir(workdir: Workdir, step: int, best: bool = False) -> epath.Path:
+    step_dir = (workdir.best if best else workdir.checkpoints) / str(step)
     state_dir = step_dir / "state"
     if not state_dir.is_dir():
         raise CheckpointError(
@@ -219,12 +219,15 @@ def _saved_layout(state_dir: epath.Path, handler, abstract_params):
     return abstract_params
 
 
-def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shardings) -> nnx.State:
+def restore_params(
+    workdir: Workdir, step: int, abstract_params: nnx.State, shardings, *, best: bool = False
+) -> nnx.State:
     """The parameters of one step, each leaf placed with its sharding; the optimizer state is
     not read. A checkpoint of another run or model is refused (`ForeignCheckpointError`).
 
     Args:
       shardings: one NamedSharding for every leaf, or a tree of them like `abstract_params`.
+      best: read the save `step` of `best/` (the best by validation), not of `checkpoints/`.
 
     Orbax restores into `jax.ShapeDtypeStruct(..., sharding=...)` targets with
     `partial_restore=True`, so only the leaves under `params` are read from disk, and each
@@ -232,7 +235,7 @@ def restore_params(workdir: Workdir, step: int, abstract_params: nnx.State, shar
     """
     import orbax.checkpoint as ocp
 
-    state_dir = _state_dir(workdir, step)
+    state_dir = _state_dir(workdir, step, best)
     handler = ocp.PyTreeCheckpointHandler()
     if isinstance(shardings, NamedSharding):
         shardings = jax.tree.map(lambda _: shardings, abstract_params)

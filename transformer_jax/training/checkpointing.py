@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import Any
 
@@ -143,6 +144,9 @@ def keep_identity(workdir: Workdir, identity: RunIdentity) -> None:
         workdir.write_identity(identity)
 
 
+_UNREAD = object()
+
+
 class Checkpoints:
     """The latest-k manager (for resumption) and the best-by-metric manager, saved together.
 
@@ -172,6 +176,8 @@ class Checkpoints:
         )
         self.best = ocp.CheckpointManager(workdir.best, options=best_options)
         self.best_metric = best_metric
+        self.best_mode = best_mode
+        self._best = _UNREAD  # (step, value) of best/'s save; see `best_saved`.
         self._pending = None  # The step of the last save submitted and not yet waited for.
 
     def _args(self, state, data_state: dict, meta: dict):
@@ -193,14 +199,39 @@ class Checkpoints:
             self.latest.save(step, args=self._args(state, data_state, meta), force=force)
         self._pending = step
 
-    def save_best(self, step: int, state, data_state: dict, meta: dict, value: float):
-        """Saves into best/ when `value` of the best metric beats the kept ones."""
+    def save_best(self, step: int, state, data_state: dict, meta: dict, value: float) -> bool:
+        """Saves into best/ when `value` of the best metric is strictly better than the saved
+        best's (or none is saved); returns whether it saved. A step already in best/ (a resumed
+        run evaluating it again, to the same value) is not saved twice."""
+        if not math.isfinite(value):
+            return False
+        saved = self.best_saved()
+        if saved is not None:
+            best_step, best_value = saved
+            better = value > best_value if self.best_mode == "max" else value < best_value
+            if step == best_step or not better or step in self.best.all_steps():
+                return False
         metrics = {self.best_metric: value}
         with self._failure(f"{step} (best/)"):
             self.best.save(step, args=self._args(state, data_state, meta), metrics=metrics)
+        self._best = step, float(value)
+        return True
 
     def latest_step(self) -> int | None:
         return self.latest.latest_step()
+
+    def best_saved(self) -> tuple[int, float] | None:
+        """(step, value of the best metric) of the save in best/, or None if there is none.
+
+        Read from disk once (Orbax writes a save's metrics when the asynchronous save ends),
+        then kept up to date by `save_best`."""
+        if self._best is _UNREAD:
+            self._best = None
+            step = self.best.best_step()
+            metrics = (self.best.metrics(step) if step is not None else None) or {}
+            if self.best_metric in metrics:
+                self._best = step, float(metrics[self.best_metric])
+        return self._best
 
     def restore(self, abstract_state, step: int | None = None) -> tuple[Any, dict, dict]:
         """(state, data_state, meta) of `step` (default: latest), arrays in their shardings.

@@ -17,6 +17,7 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import models, tasks
+from transformer_jax.inference import loading
 from transformer_jax.sharding import BATCH_AXES, MESH_AXES, make_mesh, mesh_sizes
 from transformer_jax.training.checkpointing import (
     Checkpoints,
@@ -47,6 +48,7 @@ _POSITIVE = (
     "grad_accum_steps",
     "max_nonfinite_steps",
 )
+TEST_CHECKPOINTS = ("best", "last")
 
 
 def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]:
@@ -72,6 +74,12 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
             '"base") as configs/common.py does.'
         )
     check_optimizer_fields(config)
+    if config.get("test_checkpoint", "best") not in TEST_CHECKPOINTS:
+        raise ValueError(
+            f"config.test_checkpoint={config.test_checkpoint!r}: use one of "
+            f"{', '.join(map(repr, TEST_CHECKPOINTS))} (the final test's parameters: the best "
+            f"by the validation metric, or the last step's)."
+        )
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
@@ -279,6 +287,9 @@ def _run(
                     f"eval @ {step}: "
                     + ", ".join(f"{k} {v:.4g}" for k, v in last.items() if k != normalizer)
                 )
+                if task.best_metric in last:  # best/ follows every evaluation.
+                    data_state = all_data_states(train_iter.get_state())
+                    ckpt.save_best(step, state, data_state, meta, last[task.best_metric])
             stop = stop or preempt.reached(step)  # A SIGTERM during the evaluation.
             if step % config.checkpoint_every == 0 or final or stop:
                 jax.block_until_ready(metrics)
@@ -286,12 +297,12 @@ def _run(
                 previous = None
                 data_state = all_data_states(train_iter.get_state())
                 ckpt.save(step, state, data_state, meta, force=True)
-                if task.best_metric in last and step % config.eval_every == 0:
-                    ckpt.save_best(step, state, data_state, meta, last[task.best_metric])
             if stop:
                 ckpt.wait()
                 log.message(f"preempted: saved step {step}; rerun the same command to resume.")
                 return {"step": step, "preempted": True, **last}
+        ckpt.wait()
+        params, test_step, which = _test_params(config, ckpt, state, abstract, task)
     finally:
         try:
             ckpt.wait()
@@ -301,9 +312,29 @@ def _run(
     # ------------------------------------------------------------------- final test
     result = {"step": step, **last}
     started = time.time()
-    test, line = task.evaluate(nnx.merge(graphdef, state.params), "test", mesh=mesh)
+    test, line = task.evaluate(nnx.merge(graphdef, params), "test", mesh=mesh)
     if test:
-        log.write(step, "test", test)
-        log.message(f"test ({format_duration(time.time() - started)}): {line}")
+        log.write(test_step, "test", test)
+        log.message(f"test of {which} ({format_duration(time.time() - started)}): {line}")
         result["test"] = test
+        result["test_step"] = test_step
     return result
+
+
+def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
+    """(parameters, their step, words saying which) for the final test: by default the best
+    checkpoint by the task's validation metric, or the last step's with
+    `config.test_checkpoint="last"` (also when no validation metric was saved)."""
+    step = int(state.step)
+    if config.get("test_checkpoint", "best") == "last":
+        return state.params, step, f"the last step, {step} (config.test_checkpoint='last')"
+    saved = ckpt.best_saved()
+    if saved is None:
+        return state.params, step, f"the last step, {step} (no validation {task.best_metric})"
+    best_step, value = saved
+    which = f"step {best_step}, the best by validation {task.best_metric} ({value:.4g})"
+    if best_step == step:
+        return state.params, step, which
+    shardings = jax.tree.map(lambda x: x.sharding, abstract.params)
+    params = loading.restore_params(ckpt.workdir, best_step, abstract.params, shardings, best=True)
+    return params, best_step, f"{which}; the last step is {step}"
