@@ -1,9 +1,16 @@
-"""Random shifts and flips: shapes kept, content moved within bounds, 0 = identity."""
+"""Random shifts, flips, rotations and scalings: shapes kept, content moved within bounds,
+0 = identity."""
 
 import numpy as np
 import pytest
 
-from transformer_jax.data.images.augment import augment_batch, random_flip, random_shift
+from transformer_jax.data.images.augment import (
+    augment_batch,
+    random_flip,
+    random_rotate_and_scale,
+    random_shift,
+    rotate_and_scale,
+)
 
 B, H, W, C = 64, 7, 9, 2  # all different, so a swapped axis cannot pass
 
@@ -61,3 +68,44 @@ def test_augment_batch_is_deterministic_for_a_generator_seed():
     a = augment_batch(images, 1, True, np.random.default_rng(7))
     b = augment_batch(images, 1, True, np.random.default_rng(7))
     assert np.array_equal(a, b) and not np.array_equal(a, images)
+
+
+def test_rotation_and_scaling_by_their_definition():
+    images = np.zeros((3, 8, 8, 1), np.float32)
+    images[:, 1, 3:5, 0] = 1.0  # a bar across the top
+    out = rotate_and_scale(images, np.array([0.0, np.pi / 2, 0.0]), np.array([1.0, 1.0, 0.5]))
+    np.testing.assert_allclose(out[0], images[0], atol=1e-6)  # identity
+    expected = np.zeros((8, 8), np.float32)
+    expected[3:5, 6] = 1.0  # a quarter turn clockwise: the top bar is now on the right
+    np.testing.assert_allclose(out[1, ..., 0], expected, atol=1e-6)
+    # Half size: output pixel p reads the input at 2p (about the centre 3.5), bilinearly.
+    y, x = np.meshgrid(np.arange(8) - 3.5, np.arange(8) - 3.5, indexing="ij")
+    sy, sx = 2 * y + 3.5, 2 * x + 3.5
+    want = np.zeros((8, 8), np.float32)
+    for i in range(8):
+        for j in range(8):
+            for yy in range(8):
+                for xx in range(8):
+                    weight = max(0, 1 - abs(sy[i, j] - yy)) * max(0, 1 - abs(sx[i, j] - xx))
+                    want[i, j] += weight * images[2, yy, xx, 0]
+    np.testing.assert_allclose(out[2, ..., 0], want, atol=1e-6)
+    assert 0 < out[2].sum() < images[2].sum()
+
+
+def test_random_rotation_and_scale_keep_ink_near_its_place_and_vary():
+    images = np.random.default_rng(6).random((B, H, W, C), np.float32)
+    images[:, 0, :] = images[:, -1, :] = images[:, :, 0] = images[:, :, -1] = 0
+    out = random_rotate_and_scale(images, 10.0, 0.1, np.random.default_rng(7))
+    assert out.shape == (B, H, W, C) and out.dtype == np.float32
+    assert np.all(out >= 0) and np.all(out <= 1 + 1e-6)
+    ratio = out.sum(axis=(1, 2, 3)) / images.sum(axis=(1, 2, 3))
+    assert np.all((0.6 < ratio) & (ratio < 1.4))  # ink is moved, not created or lost
+    assert len({round(float(r), 4) for r in ratio}) > B // 2  # each image its own transform
+    same = random_rotate_and_scale(images, 0.0, 0.0, np.random.default_rng(7))
+    np.testing.assert_allclose(same, images, atol=1e-6)
+
+
+@pytest.mark.parametrize("degrees, scale", [(-1.0, 0.0), (0.0, 1.0), (0.0, -0.1)])
+def test_bad_rotation_or_scale_is_an_error(degrees, scale):
+    with pytest.raises(ValueError, match="max_degrees"):
+        random_rotate_and_scale(one_pixel_images(), degrees, scale, np.random.default_rng(0))

@@ -112,6 +112,20 @@ def test_augmentation_shifts_images_differently_each_epoch(split):
     np.testing.assert_array_equal(plain["images"], split.images[plain["labels"]])
 
 
+def test_rotation_and_scaling_are_seeded_and_change_the_fingerprint(split):
+    cfg = config(random_shift=0, random_rotate=15.0, random_scale=0.1)
+    a = take(ImageTrainIterator(split, cfg, process_index=0, process_count=1), 3)
+    b = take(ImageTrainIterator(split, cfg, process_index=0, process_count=1), 3)
+    assert_same_batches(a, b)
+    plain = take(ImageTrainIterator(split, config(random_shift=0), process_count=1), 3)
+    for x, y in zip(a, plain, strict=True):
+        np.testing.assert_array_equal(x["labels"], y["labels"])  # same order, new pixels
+        assert not np.allclose(x["images"], y["images"])
+    state = ImageTrainIterator(split, cfg, process_count=1).get_state()
+    with pytest.raises(ValueError, match="fingerprint"):
+        ImageTrainIterator(split, config(random_shift=0), process_count=1).set_state(state)
+
+
 def test_eval_batches_cover_every_image_once(split):
     batches = image_eval_batches(split, config(), process_index=0, process_count=1)
     assert len(batches) == 5  # 37 = 4 * 8 + 5

@@ -59,6 +59,8 @@ def default_image_data_config() -> ml_collections.ConfigDict:
     c.num_workers = 0  # Grain worker processes; 0 = threads in this process.
 
     # --- Augmentation (training batches only).
+    c.random_rotate = 0.0  # Max degrees an image turns either way (bilinear); 0 = off.
+    c.random_scale = 0.0  # Max relative change of size, e.g. 0.1 = 90% to 110%; 0 = off.
     c.random_shift = 1  # Max pixels an image moves in x and in y (border filled with 0); 0 = off.
     c.random_flip = False  # Mirror left-right with probability 1/2 (digits are not symmetric).
     return c
@@ -121,6 +123,10 @@ def validate_image_data_config(cfg: ml_collections.ConfigDict) -> None:
             )
     check_batching(cfg)
     check_int(cfg, "random_shift", 0)
+    for field, top in (("random_rotate", 180), ("random_scale", 0.5)):
+        value = cfg[field]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:
+            raise fail(field, f"got {value!r}", f"Use a number from 0 (off) to {top}.")
     _check_bool(cfg, "random_flip")
 
 

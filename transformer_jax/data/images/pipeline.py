@@ -54,11 +54,16 @@ class Augmentation:
     epoch: int
     max_shift: int
     flip: bool
+    max_degrees: float = 0.0
+    max_scale: float = 0.0
 
     def __call__(self, batch: dict[str, np.ndarray], batch_index: int) -> dict[str, np.ndarray]:
-        """The batch with its `images` [B, H, W, C] shifted (and flipped)."""
+        """The batch with its `images` [B, H, W, C] augmented (see `augment_batch`)."""
         rng = np.random.default_rng([self.seed, self.epoch, batch_index])
-        return {**batch, "images": augment_batch(batch["images"], self.max_shift, self.flip, rng)}
+        images = augment_batch(
+            batch["images"], self.max_shift, self.flip, rng, self.max_degrees, self.max_scale
+        )
+        return {**batch, "images": images}
 
 
 def fingerprint(split: ImageSplit, cfg: ml_collections.ConfigDict) -> str:
@@ -71,6 +76,8 @@ def fingerprint(split: ImageSplit, cfg: ml_collections.ConfigDict) -> str:
     digest.update(np.ascontiguousarray(split.labels).data)
     digest.update(str(split.images.shape).encode())
     settings = (cfg.batch_size, cfg.shuffle_seed, cfg.random_shift, cfg.random_flip)
+    if cfg.random_rotate or cfg.random_scale:  # Absent before these existed: same fingerprint.
+        settings += (float(cfg.random_rotate), float(cfg.random_scale))
     digest.update("/".join(map(str, settings)).encode())
     return digest.hexdigest()[:16]
 
@@ -89,6 +96,7 @@ class ImageTrainIterator(EpochIterator):
         check_enough(len(split), cfg.batch_size, "images")
         self._split, self._rows, self._seed = split, cfg.batch_size, cfg.shuffle_seed
         self._shift, self._flip = cfg.random_shift, cfg.random_flip
+        self._degrees, self._scale = float(cfg.random_rotate), float(cfg.random_scale)
         self._hosts = resolve_processes(process_index, process_count)
         check_rows("batch_size", cfg.batch_size, self._hosts)
         super().__init__(self.epoch_batches, fingerprint(split, cfg), num_workers=cfg.num_workers)
@@ -96,8 +104,10 @@ class ImageTrainIterator(EpochIterator):
     def epoch_batches(self, epoch: int) -> LabelledBatches:
         """Epoch `epoch`'s full batches, from a permutation drawn from (shuffle_seed, epoch)."""
         augment = None
-        if self._shift or self._flip:
-            augment = Augmentation(self._seed, epoch, self._shift, self._flip)
+        if self._shift or self._flip or self._degrees or self._scale:
+            augment = Augmentation(
+                self._seed, epoch, self._shift, self._flip, self._degrees, self._scale
+            )
         arrays = {"images": self._split.images, "labels": self._split.labels}
         return shuffled_epoch(arrays, self._seed, epoch, self._rows, self._hosts, augment)
 
