@@ -6,10 +6,13 @@
 
 1,797 images of 10 digits shipped inside the scikit-learn wheel (no network), split by class
 into 1,257 training, 180 validation and 360 test images. 2x2 patches (a 4x4 grid plus [CLS]),
-4 pre-LN blocks of width 64, random shifts of up to one pixel, about 5 minutes on 2 cores. At
-the end it prints test accuracy beside an RBF SVC and logistic regression on the same pixels.
-Measured (2-core CPU, 4 min 52 s): test accuracy ViT 96.67%, SVC (RBF) 98.33%, logistic
-regression 96.11%.
+4 pre-LN blocks of width 64, dropout 0.1; each training image turned by up to 15 degrees,
+scaled by 0.9-1.1 and shifted by up to one pixel; about 4 minutes on 2 cores. At the end it
+prints the test accuracy of the best validation checkpoint beside an RBF SVC and logistic
+regression on the same pixels.
+Measured (2-core CPU, 4 min 10 s to 6 min; config.seed = data.shuffle_seed = 0, 1, 2): test
+accuracy 98.89%, 96.39%, 96.94% (mean 97.41%); SVC (RBF) 98.33%, logistic regression 96.11%.
+Without the rotation, scaling and dropout, at 4,000 steps: 95.00% (seed 0).
 """
 
 from configs.common import vit_base_config
@@ -20,11 +23,14 @@ def get_config():
 
     c.data.source = "digits"
     c.data.batch_size = 64
+    c.model.dropout_rate = 0.1
+    c.data.random_rotate = 15.0  # Degrees each training image may turn either way.
+    c.data.random_scale = 0.1  # Each training image is scaled by a factor in [0.9, 1.1].
     c.data.random_shift = 1  # Pixels each training image may move by in x and y.
 
-    c.num_train_steps = 4000  # About 200 epochs of the training digits.
+    c.num_train_steps = 6000  # About 300 epochs of the training digits.
     c.warmup_steps = 300
-    c.lr_factor = 0.5  # Peak 3.6e-3 at step 300, then Noam's 1/sqrt(step) decay (9.9e-4 at 4000).
+    c.lr_factor = 0.5  # Peak 3.6e-3 at step 300, then Noam's 1/sqrt(step) decay (8.1e-4 at end).
     c.grad_clip_norm = 1.0
     c.label_smoothing = 0.1
     c.log_every = 100
