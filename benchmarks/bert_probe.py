@@ -88,6 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pretrained", required=True, help="A bert_stdlib_pretrain workdir.")
     parser.add_argument("--seed", type=int, default=0, help="The random encoder's seed.")
+    parser.add_argument("--tasks", default=",".join(TASKS), help="Comma-separated task names.")
     parser.add_argument("--out", default="benchmarks/results/bert_probe.json")
     args = parser.parse_args()
 
@@ -107,7 +108,8 @@ def main() -> None:
         "embedding_cosine": {k: embedding_similarity(m) for k, m in encoders.items()},
         "tasks": {},
     }
-    for name, module in TASKS.items():
+    for name in args.tasks.split(","):
+        module = TASKS[name]
         task_config = module.get_config()
         task_config.init_from = str(pretrained_dir.path)
         with tempfile.TemporaryDirectory() as tmp:
