@@ -80,6 +80,23 @@ def test_init_from_copies_the_encoder_exactly_and_only_the_heads_are_new(tiny_be
     assert after["sequence_head/kernel/value"].shape[-1] == 3
 
 
+def test_init_fresh_keeps_the_named_parameters_new_and_refuses_unknown_names(tiny_bert_workdir):
+    cfg, state, pretrained, tokenizer = _classify_state(tiny_bert_workdir)
+    new_state, note = init_from_workdir(
+        state, str(tiny_bert_workdir), cfg, ClassificationTask, ("pooler",)
+    )
+    assert "new (sequence_head, token_head, pooler)" in note
+    model, _ = loading.load_model(pretrained, pretrained.read_config(), tokenizer)
+    fresh, old = new_state.params["pooler"], state.params["pooler"]
+    np.testing.assert_array_equal(fresh["kernel"][...], old["kernel"][...])
+    assert not np.array_equal(fresh["kernel"][...], nnx.state(model)["pooler"]["kernel"][...])
+    np.testing.assert_array_equal(  # the rest is still the pretrained encoder
+        new_state.params["embed_norm"]["scale"][...], nnx.state(model)["embed_norm"]["scale"][...]
+    )
+    with pytest.raises(ValueError, match="config.init_fresh names \\['poolr'\\].*'pooler'"):
+        init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask, ("poolr",))
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [({"d_model": 64, "d_ff": 128}, "d_model: this config 64"), ({"vocab_size": 99}, "vocab_size")],

@@ -31,6 +31,7 @@ TOKENIZER_KINDS = ("byte", "pretrained", "sentencepiece")
 def add_init_from(config: ml_collections.ConfigDict) -> None:
     """Adds `config.init_from` (for a task that declares `fresh_params`, if any, and reads it)."""
     config.init_from = placeholder(str)  # Workdir (trained here or converted) to start from.
+    config.init_fresh = ""  # Comma-separated top-level parameters that start anew, e.g. "pooler".
 
 
 def check_init_from(config: ml_collections.ConfigDict) -> None:
@@ -38,6 +39,16 @@ def check_init_from(config: ml_collections.ConfigDict) -> None:
     init_from = config.get("init_from")
     if init_from is not None and not isinstance(init_from, str):
         raise ValueError(f"config.init_from must be a workdir path or '', got {init_from!r}.")
+    if not isinstance(config.get("init_fresh", ""), str):
+        raise ValueError(
+            f"config.init_fresh must be a string of comma-separated parameter names (e.g. "
+            f"'pooler'), got {config.init_fresh!r}."
+        )
+
+
+def init_fresh_names(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+    """The top-level parameter names `config.init_fresh` lists (none when unset)."""
+    return tuple(n.strip() for n in config.get("init_fresh", "").split(",") if n.strip())
 
 
 class PretrainedRun(NamedTuple):

@@ -103,7 +103,7 @@ def check_same_model(
 
 
 def init_from_workdir(
-    state: TrainState, init_from: str, model_cfg: Any, task: Any
+    state: TrainState, init_from: str, model_cfg: Any, task: Any, also_fresh: tuple[str, ...] = ()
 ) -> tuple[TrainState, str]:
     """`state` with every parameter but the task's fresh ones taken from `init_from`'s latest
     checkpoint, each placed in the sharding of the parameter it replaces.
@@ -115,6 +115,8 @@ def init_from_workdir(
       task: the task (class or instance): its `name`, `fresh_params` (top-level parameter
         names that keep their new initialisation), `fresh_fields` and `init_from_hints` (see
         `check_same_model`).
+      also_fresh: more top-level parameter names that keep their new initialisation
+        (`config.init_fresh`, e.g. the pooler).
 
     Returns:
       (the new state, a line saying what was loaded).
@@ -125,7 +127,16 @@ def init_from_workdir(
         or another model's than its config.json describes (see `transformer_jax.workdir`).
       ValueError: the model fields, parameter shapes or vocabulary differ (named).
     """
-    fresh = tuple(task.fresh_params)
+    fresh = tuple(task.fresh_params) + tuple(also_fresh)
+    top = sorted(
+        {_path(p).split("/")[0] for p, _ in jax.tree_util.tree_flatten_with_path(state.params)[0]}
+    )
+    unknown = [name for name in also_fresh if name not in top]
+    if unknown:
+        raise ValueError(
+            f"config.init_fresh names {unknown}, which the model does not have; its top-level "
+            f"parameters are {top}."
+        )
     workdir, config, pretrained_cfg, tokenizer = read_pretrained(init_from, task.name)
     check_same_model(
         model_cfg,

@@ -19,6 +19,7 @@ from flax import nnx
 from transformer_jax import models, tasks
 from transformer_jax.inference import loading
 from transformer_jax.sharding import BATCH_AXES, MESH_AXES, make_mesh, mesh_sizes
+from transformer_jax.tasks.pretrained import init_fresh_names
 from transformer_jax.training.checkpointing import (
     Checkpoints,
     all_data_states,
@@ -230,7 +231,8 @@ def _run(
         train_iter.set_state(local_data_state(data_state))
         log.message(f"resumed from {workdir.checkpoints} at step {int(state.step)}")
     elif config.get("init_from"):  # a new fine-tuning run (a resumed one has its checkpoint)
-        state, note = init_from_workdir(state, config.init_from, model_cfg, task)
+        fresh = init_fresh_names(config)
+        state, note = init_from_workdir(state, config.init_from, model_cfg, task, fresh)
         log.message(note)
 
     # ------------------------------------------------------------------- the loop
