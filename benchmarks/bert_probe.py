@@ -10,7 +10,9 @@ features above the random encoder's says the pretraining learned something the t
 below it says the features lost information a random projection keeps.
 
 Also reported per encoder: the share of pooler outputs saturated (|tanh| > 0.95) and the mean
-cosine similarity between the token embeddings of the vocabulary.
+cosine similarity between the token embeddings of the vocabulary. With `--finetuned=DIR,...`
+(fine-tuning runs started from the pretraining run), the relative change ||after - before|| /
+||before|| of each part of the encoder (embeddings, each block, the pooler) in each of them.
 
   python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert   # first
   PYTHONPATH=. python benchmarks/bert_probe.py --pretrained=runs/bert   # ~2 min, 2 cores
@@ -84,11 +86,37 @@ def embedding_similarity(model) -> float:
     return float((sims.sum() - n) / (n * (n - 1)))
 
 
+def part_of(name: str) -> str:
+    """The part a parameter belongs to: `encoder/layers/<i>` for a block, else its top name."""
+    keys = name.split("/")
+    if keys[0] == "encoder" and len(keys) > 2 and keys[1] == "layers" and keys[2].isdigit():
+        return "/".join(keys[:3])
+    return keys[0]
+
+
+def relative_changes(before, after) -> dict[str, float]:
+    """||after - before|| / ||before|| per part, over the parameters both models have."""
+    flat = lambda tree: {  # noqa: E731
+        "/".join(map(loading.key_name, p)): np.asarray(v, np.float64)
+        for p, v in jax.tree_util.tree_flatten_with_path(nnx.state(tree))[0]
+    }
+    a, b = flat(before), flat(after)
+    diff, norm = {}, {}
+    for name in sorted(set(a) & set(b)):
+        if a[name].shape != b[name].shape:
+            continue
+        part = part_of(name)
+        diff[part] = diff.get(part, 0.0) + float(np.sum((b[name] - a[name]) ** 2))
+        norm[part] = norm.get(part, 0.0) + float(np.sum(a[name] ** 2))
+    return {k: (diff[k] / norm[k]) ** 0.5 for k in diff if norm[k] > 0}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pretrained", required=True, help="A bert_stdlib_pretrain workdir.")
     parser.add_argument("--seed", type=int, default=0, help="The random encoder's seed.")
     parser.add_argument("--tasks", default=",".join(TASKS), help="Comma-separated task names.")
+    parser.add_argument("--finetuned", default="", help="Comma-separated fine-tuning workdirs.")
     parser.add_argument("--out", default="benchmarks/results/bert_probe.json")
     args = parser.parse_args()
 
@@ -108,7 +136,16 @@ def main() -> None:
         "embedding_cosine": {k: embedding_similarity(m) for k, m in encoders.items()},
         "tasks": {},
     }
-    for name in args.tasks.split(","):
+    for run in filter(None, args.finetuned.split(",")):
+        workdir = Workdir.at(run)
+        tuned, _ = loading.load_model(workdir, workdir.read_config(), None)
+        changes = relative_changes(pretrained, tuned)
+        results.setdefault("relative_change", {})[run] = changes
+        print(f"relative change in {run}:")
+        for part, value in changes.items():
+            if part not in ("mlm_transform", "mlm_norm", "mlm_bias", "nsp_head", "token_head"):
+                print(f"  {part:20s} {value:.4f}")
+    for name in filter(None, args.tasks.split(",")):
         module = TASKS[name]
         task_config = module.get_config()
         task_config.init_from = str(pretrained_dir.path)
