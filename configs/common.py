@@ -47,7 +47,8 @@ def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.eval_every = 2000  # Steps between validation metrics.
     c.checkpoint_every = 1000  # Steps between checkpoints (also on the last step and SIGTERM).
     c.keep_checkpoints = 3  # Latest checkpoints kept for resumption (the best is kept apart).
-    c.test_checkpoint = "best"  # Final test on "best" (by validation) or "last" parameters.
+    c.test_checkpoint = "best"  # Final test on "best" (by validation), "last" or "average".
+    c.test_average_last = 0  # With "average": how many last checkpoints to average (2 or more).
     c.max_nonfinite_steps = 10  # NaN/Inf steps in a row (each skipped) that stop the run.
     return c
 

@@ -1,5 +1,8 @@
 """best/: saved after an evaluation only when the validation metric strictly improves (either
-direction), never for NaN or twice for a step; its parameters are what the final test reads."""
+direction), never for NaN or twice for a step; its parameters are what the final test reads.
+With test_checkpoint="average", the final test scores the mean of the last checkpoints."""
+
+import json
 
 import jax
 import jax.numpy as jnp
@@ -8,6 +11,8 @@ import pytest
 from flax import nnx
 
 from configs import tiny
+from tests.train_runs import train_once
+from transformer_jax.cli import evaluate
 from transformer_jax.inference import loading
 from transformer_jax.training.checkpointing import Checkpoints
 from transformer_jax.training.loop import validate_train_config
@@ -79,3 +84,34 @@ def test_an_unknown_test_checkpoint_is_named():
     config.test_checkpoint = "latest"
     with pytest.raises(ValueError, match="config.test_checkpoint='latest': use one of 'best'"):
         validate_train_config(config)
+
+
+@pytest.mark.parametrize("count, keep", [(1, 3), (4, 3), (0, 3)])
+def test_average_needs_two_to_keep_checkpoints(count, keep):
+    config = tiny.get_config()
+    config.test_checkpoint, config.keep_checkpoints = "average", keep
+    config.test_average_last = count
+    with pytest.raises(ValueError, match=rf"test_average_last={count!r}: .* from 2 to config.keep"):
+        validate_train_config(config)
+
+
+def test_the_final_test_can_score_the_mean_of_the_last_checkpoints(tmp_path):
+    """A 6-step ViT run saved every 2 steps: its test record is what `evaluate --average_last=2`
+    gives for the same workdir (the mean of steps 4 and 6), not the last step's figure."""
+    run = train_once(
+        tmp_path, "configs/vit_tiny.py", "--config.num_train_steps=6", "--config.eval_every=2",
+        "--config.checkpoint_every=2", "--config.keep_checkpoints=3",
+        "--config.test_checkpoint=average", "--config.test_average_last=2",
+    )  # fmt: skip
+    assert (
+        "test of the mean of the last 2 checkpoints (steps 4, 6)"
+        in (run / "train.stderr").read_text()
+    )
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (test,) = [r for r in rows if r["split"] == "test"]
+    assert evaluate.main([f"--workdir={run}", "--split=test", "--average_last=2"]) == 0
+    averaged = json.loads((run / "eval" / "test.step6.avg2.image.json").read_text())
+    assert test["loss"] == pytest.approx(averaged["loss"], rel=1e-5)
+    assert evaluate.main([f"--workdir={run}", "--split=test"]) == 0
+    last = json.loads((run / "eval" / "test.step6.image.json").read_text())
+    assert test["loss"] != pytest.approx(last["loss"], rel=1e-5)

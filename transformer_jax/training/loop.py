@@ -49,7 +49,7 @@ _POSITIVE = (
     "grad_accum_steps",
     "max_nonfinite_steps",
 )
-TEST_CHECKPOINTS = ("best", "last")
+TEST_CHECKPOINTS = ("best", "last", "average")
 
 
 def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]:
@@ -79,8 +79,17 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
         raise ValueError(
             f"config.test_checkpoint={config.test_checkpoint!r}: use one of "
             f"{', '.join(map(repr, TEST_CHECKPOINTS))} (the final test's parameters: the best "
-            f"by the validation metric, or the last step's)."
+            f"by the validation metric, the last step's, or the mean of the last "
+            f"config.test_average_last checkpoints)."
         )
+    if config.get("test_checkpoint") == "average":
+        count, keep = config.get("test_average_last", 0), config.keep_checkpoints
+        if not isinstance(count, int) or isinstance(count, bool) or not 2 <= count <= keep:
+            raise ValueError(
+                f"config.test_average_last={count!r}: test_checkpoint='average' needs an integer "
+                f"from 2 to config.keep_checkpoints ({keep}), the number of last checkpoints "
+                f"whose parameters are averaged; raise keep_checkpoints to average more."
+            )
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
@@ -325,11 +334,20 @@ def _run(
 
 def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
     """(parameters, their step, words saying which) for the final test: by default the best
-    checkpoint by the task's validation metric, or the last step's with
-    `config.test_checkpoint="last"` (also when no validation metric was saved)."""
+    checkpoint by the task's validation metric, the last step's with
+    `config.test_checkpoint="last"` (also when no validation metric was saved), or with "average"
+    the element-wise mean of the last `config.test_average_last` checkpoints (ending at the last
+    step, which is always saved; its step is reported)."""
     step = int(state.step)
     if config.get("test_checkpoint", "best") == "last":
         return state.params, step, f"the last step, {step} (config.test_checkpoint='last')"
+    shardings = jax.tree.map(lambda x: x.sharding, abstract.params)
+    if config.get("test_checkpoint") == "average":
+        steps = loading.select_steps(ckpt.workdir, step, config.test_average_last)
+        trees = [loading.restore_params(ckpt.workdir, s, abstract.params, shardings) for s in steps]
+        listed = ", ".join(map(str, steps))
+        which = f"the mean of the last {len(steps)} checkpoints (steps {listed})"
+        return loading.average_params(trees), step, which
     saved = ckpt.best_saved()
     if saved is None:
         return state.params, step, f"the last step, {step} (no validation {task.best_metric})"
@@ -337,6 +355,5 @@ def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
     which = f"step {best_step}, the best by validation {task.best_metric} ({value:.4g})"
     if best_step == step:
         return state.params, step, which
-    shardings = jax.tree.map(lambda x: x.sharding, abstract.params)
     params = loading.restore_params(ckpt.workdir, best_step, abstract.params, shardings, best=True)
     return params, best_step, f"{which}; the last step is {step}"
