@@ -45,6 +45,10 @@ def default_classify_data_config() -> ml_collections.ConfigDict:
     c.tsv_eval = placeholder(str)  # Validation examples (picks the best checkpoint).
     c.tsv_test = placeholder(str)  # Test examples; unset = no final test.
 
+    # --- Low-label runs: train on a part of the training split (each label in proportion).
+    c.train_fraction = 1.0  # Share of the training examples kept, in (0, 1].
+    c.train_fraction_seed = 0  # Which ones (the validation and test splits are unchanged).
+
     # --- Tokens: the pretrained workdir's tokenizer with config.init_from; else this model, or
     # a SentencePiece model (with [CLS] [SEP] [MASK]) trained on the training texts.
     c.spm_model_path = placeholder(str)  # Existing .model; unset = see above.
@@ -84,6 +88,12 @@ def validate_classify_data_config(cfg: ml_collections.ConfigDict) -> None:
                     f"{cfg[field]!r} is not a file (looked for {storage.as_path(cfg[field])})",
                     "Check the path; relative paths are read from the current directory.",
                 )
+    fraction = cfg.train_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise fail("train_fraction", f"got {fraction!r}", "Use a number in (0, 1], e.g. 0.1.")
+    if not 0 < fraction <= 1:
+        raise fail("train_fraction", f"got {fraction!r}", "Use a number in (0, 1], e.g. 0.1.")
+    check_int(cfg, "train_fraction_seed", 0)
     check_int(cfg, "vocab_size", 300)
     check_optional_file(cfg, "spm_model_path")
     check_int(cfg, "max_len", 4)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 SPLITS = ("train", "eval", "test")
 
 
@@ -48,3 +50,21 @@ class LabelledSplits:
             if examples:
                 return examples[0].text_b is not None
         return False
+
+
+def label_subset(examples: list[Example], fraction: float, seed: int) -> list[Example]:
+    """`fraction` of `examples` drawn per label (round(fraction * count), at least one of each
+    label present), in their original order: the same subset for the same seed.
+
+    For the low-label regime: fine-tuning on a tenth of the training labels.
+    """
+    by_label: dict[int, list[int]] = {}
+    for i, ex in enumerate(examples):
+        by_label.setdefault(ex.label, []).append(i)
+    rng = np.random.default_rng(seed)
+    kept: list[int] = []
+    for label in sorted(by_label):
+        indices = by_label[label]
+        count = max(1, round(fraction * len(indices)))
+        kept.extend(rng.choice(indices, size=count, replace=False).tolist())
+    return [examples[i] for i in sorted(kept)]

@@ -23,7 +23,7 @@ import numpy as np
 from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.bert.inputs import encode_plain, layout, specials_of
 from transformer_jax.data.bert.pipeline import check_bert_tokenizer
-from transformer_jax.data.classify.examples import Example, LabelledSplits
+from transformer_jax.data.classify.examples import Example, LabelledSplits, label_subset
 from transformer_jax.data.classify.numbers_pair import numbers_pair_dataset
 from transformer_jax.data.classify.stdlib_packages import stdlib_packages_dataset
 from transformer_jax.data.classify.tsv import tsv_dataset
@@ -42,13 +42,25 @@ from transformer_jax.workdir import Workdir
 
 
 def load_dataset(cfg: ml_collections.ConfigDict, cache_dir=None) -> LabelledSplits:
-    """The configured source's labelled splits."""
+    """The configured source's labelled splits; with `train_fraction` < 1, that share of the
+    training examples (per label)."""
     if cfg.source == "numbers_pair":
         sizes = {"train": cfg.numbers_train, "eval": cfg.numbers_eval, "test": cfg.numbers_test}
-        return numbers_pair_dataset(sizes, cfg.numbers_seed, cfg.numbers_lang)
-    if cfg.source == "stdlib_packages":
-        return stdlib_packages_dataset(cache_dir, seed=cfg.stdlib_seed)
-    return tsv_dataset(cfg.tsv_train, cfg.tsv_eval, cfg.tsv_test)
+        dataset = numbers_pair_dataset(sizes, cfg.numbers_seed, cfg.numbers_lang)
+    elif cfg.source == "stdlib_packages":
+        dataset = stdlib_packages_dataset(cache_dir, seed=cfg.stdlib_seed)
+    else:
+        dataset = tsv_dataset(cfg.tsv_train, cfg.tsv_eval, cfg.tsv_test)
+    fraction = cfg.get("train_fraction", 1.0)
+    if fraction >= 1:
+        return dataset
+    train = dataset.splits["train"]
+    kept = label_subset(train, fraction, cfg.get("train_fraction_seed", 0))
+    logging.info(
+        "train: %d of %d labelled examples kept (data.train_fraction=%g).",
+        len(kept), len(train), fraction,
+    )  # fmt: skip
+    return dataclasses.replace(dataset, splits={**dataset.splits, "train": kept})
 
 
 def load_classify_tokenizer(
