@@ -107,7 +107,12 @@ def test_gpt_with_sinusoidal_positions_exports_them_as_a_table(tmp_path):
 
 @pytest.mark.parametrize(
     "kind, field, value",
-    [("bert", "norm", "pre"), ("gpt", "norm", "post"), ("vit", "pool", "gap")],
+    [
+        ("bert", "norm", "pre"),
+        ("bert", "pool", "mean"),
+        ("gpt", "norm", "post"),
+        ("vit", "pool", "gap"),
+    ],
 )
 def test_unexportable_fields_are_named(kind, field, value, tmp_path):
     tokenizer = tokenizer_of(TOKENIZERS[kind]) if TOKENIZERS[kind] else None

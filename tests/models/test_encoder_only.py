@@ -115,3 +115,19 @@ def test_bad_inputs_are_refused_with_the_limit():
     with pytest.raises(ValueError, match="type_vocab_size"):
         EncoderOnlyConfig.tiny(type_vocab_size=0)
     assert models.get("encoder_only").config_class is EncoderOnlyConfig
+
+
+def test_mean_pooling_averages_only_the_real_tokens_and_skips_the_pooler():
+    model = _model(pool="mean")
+    tokens = _tokens()
+    real = jnp.ones(tokens.shape, bool).at[0, -3:].set(False)  # row 0 ends in 3 pads
+    hidden = model(tokens, attention_mask=real)
+    pooled = model.pool(hidden, real)
+    np.testing.assert_allclose(pooled[0], hidden[0, :-3].mean(0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(pooled[1], hidden[1].mean(0), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(model.pool(hidden), hidden.mean(1), rtol=1e-6, atol=1e-6)
+
+
+def test_an_unknown_pool_is_named():
+    with pytest.raises(ValueError, match="EncoderOnlyConfig.pool='max': use one of 'cls', 'mean'"):
+        _model(pool="max")

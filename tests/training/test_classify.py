@@ -97,6 +97,12 @@ def test_init_fresh_keeps_the_named_parameters_new_and_refuses_unknown_names(tin
         init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask, ("poolr",))
 
 
+def test_a_mean_pooled_classifier_starts_from_a_cls_pretrained_encoder(tiny_bert_workdir):
+    cfg, state, _, _ = _classify_state(tiny_bert_workdir, pool="mean")
+    _, note = init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask)
+    assert "new (sequence_head, token_head)" in note  # pool may differ; nothing else is new
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [({"d_model": 64, "d_ff": 128}, "d_model: this config 64"), ({"vocab_size": 99}, "vocab_size")],

@@ -40,8 +40,9 @@ class Prediction:
 @functools.partial(jax.jit, static_argnums=(0,))
 def _probabilities(graphdef, params, tokens, segments):
     model = nnx.merge(graphdef, params)
-    hidden = model(tokens, segments, attention_mask=real_tokens(tokens))
-    return jax.nn.softmax(model.classify(model.pool(hidden)), axis=-1)
+    real = real_tokens(tokens)
+    hidden = model(tokens, segments, attention_mask=real)
+    return jax.nn.softmax(model.classify(model.pool(hidden, real)), axis=-1)
 
 
 probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.

@@ -199,6 +199,8 @@ def params_to_hf(
 def check_exportable(cfg: EncoderOnlyConfig, where: str) -> None:
     if cfg.norm != "post":
         raise ConversionError(f"{where}: norm={cfg.norm!r}; BERT blocks are post-LN ('post').")
+    if cfg.pool != "cls":
+        raise ConversionError(f"{where}: pool={cfg.pool!r}; BERT pools [CLS] ('cls').")
     if cfg.activation not in _EXPORTED:
         raise ConversionError(f"{where}: activation={cfg.activation!r} has no BERT hidden_act.")
 

@@ -102,8 +102,8 @@ class Task(abc.ABC):
         refused rather than resumed.
       fresh_params: top-level parameter names that `config.init_from` leaves newly initialised
         (a fine-tuning task's heads).
-      fresh_fields: model fields that size the fresh parameters (e.g. the number of labels):
-        they may differ from the pretrained model's.
+      fresh_fields: model fields that size the fresh parameters or choose what they read
+        (e.g. the number of labels, the pooling): they may differ from the pretrained model's.
       init_from_hints: for model fields the data decides, what to set so that they match the
         pretrained model's (shown when they differ; "{value}" is the pretrained value).
       score_kind: names the evaluate command's files for this task (`SplitScores.kind`).

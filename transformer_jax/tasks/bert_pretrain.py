@@ -49,10 +49,11 @@ def pretrain_loss(
     The returned loss is divided by `mlm_tokens` by the step; the NSP part is scaled by
     mlm_tokens / pairs so that the quotient is mean MLM loss + mean NSP loss.
     """
+    real = real_tokens(batch["inputs"])
     hidden = model(
         batch["inputs"],
         batch["segment_ids"],
-        attention_mask=real_tokens(batch["inputs"]),
+        attention_mask=real,
         rng=rng,
         deterministic=deterministic,
     )
@@ -60,7 +61,7 @@ def pretrain_loss(
     mlm = losses.token_metrics(
         model.mlm_logits(picked), batch["mlm_targets"], batch["mlm_weights"], 0.0
     )
-    nsp_logits = model.nsp_logits(model.pool(hidden))  # [B, 2]
+    nsp_logits = model.nsp_logits(model.pool(hidden, real))  # [B, 2]
     nsp_weights = batch["nsp_weights"].astype(jnp.float32)
     nsp_nll = -jnp.take_along_axis(
         jax.nn.log_softmax(nsp_logits), batch["nsp_labels"][:, None], axis=-1

@@ -1,5 +1,6 @@
 """Sequence and sentence-pair classification with the encoder (BERT fine-tuning, §4 of Devlin
-et al. 2019): a linear head on the pooled `[CLS]` output, cross-entropy over the labels.
+et al. 2019): a linear head on the pooled `[CLS]` output (or, with model.pool="mean",
+the mean of the tokens' outputs), cross-entropy over the labels.
 
 Batches from `transformer_jax.data.classify.pipeline`; metrics, the best checkpoint and the
 report are every label task's (`LabelTask`). With `config.init_from` the encoder starts from a
@@ -46,7 +47,7 @@ def classify_loss(
         deterministic=deterministic,
     )
     logits = model.classify(
-        model.pool(hidden),
+        model.pool(hidden, real_tokens(batch["inputs"])),
         rng=None if rng is None else jax.random.fold_in(rng, 1),
         deterministic=deterministic,
     )  # [B, K]
@@ -68,7 +69,7 @@ class ClassificationTask(LabelTask):
         "numbers_lang",
     )
     fresh_params = ("sequence_head", "token_head")
-    fresh_fields = ("num_labels",)
+    fresh_fields = ("num_labels", "pool")  # The head's size, and what it reads.
     init_from_hints = {
         "vocab_size": "leave config.model.vocab_size unset: the pretrained tokenizer's "
         "({value}) is taken",

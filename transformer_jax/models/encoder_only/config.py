@@ -14,6 +14,8 @@ import dataclasses
 from transformer_jax.models.fields import TINY, TransformerFields, check_transformer_fields
 from transformer_jax.tokens import PAD_ID
 
+POOLS = ("cls", "mean")  # BERT's pooler on [CLS], or the mean over the real tokens.
+
 
 @dataclasses.dataclass(frozen=True)
 class EncoderOnlyConfig(TransformerFields):
@@ -33,6 +35,7 @@ class EncoderOnlyConfig(TransformerFields):
     use_bias: bool = True  # Biases in attention projections (keys never have one).
     layer_norm_eps: float = 1e-12  # LayerNorm epsilon (BERT: 1e-12).
     num_labels: int = 2  # Classes of the sequence / token classification heads.
+    pool: str = "cls"  # The whole input as one vector: "cls" (BERT's pooler) or "mean".
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
     attention_kernel: str = "auto"  # "auto" (by the mesh devices), "reference", "xla", "cudnn".
     scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
@@ -40,6 +43,11 @@ class EncoderOnlyConfig(TransformerFields):
     pad_id: int = PAD_ID  # Id batches pad with; the model never reads it (masks mark padding).
 
     def __post_init__(self):
+        if self.pool not in POOLS:
+            raise ValueError(
+                f"EncoderOnlyConfig.pool={self.pool!r}: use one of {', '.join(map(repr, POOLS))} "
+                f"(tanh(W h_[CLS] + b) as BERT, or the mean of the real tokens' hidden states)."
+            )
         check_transformer_fields(
             self,
             positive=(

@@ -119,9 +119,18 @@ class EncoderOnly(nnx.Module):
             return hidden, [w["self"] for w in weights]
         return hidden
 
-    def pool(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B D"]:
-        """tanh(W h_[CLS] + b): the whole input as one vector (position 0 is `[CLS]`)."""
-        return jnp.tanh(self.pooler(hidden[:, 0]))
+    def pool(
+        self, hidden: Float[Array, "B T D"], attention_mask: Bool[Array, "B T"] | None = None
+    ) -> Float[Array, "B D"]:
+        """The whole input as one vector: tanh(W h_[CLS] + b) (`pool="cls"`, BERT's; position
+        0 is `[CLS]`), or with `pool="mean"` the mean of the hidden states where
+        `attention_mask` is True (every position when None), which skips the pooler."""
+        if self.cfg.pool == "cls":
+            return jnp.tanh(self.pooler(hidden[:, 0]))
+        if attention_mask is None:
+            return hidden.mean(axis=1)
+        weights = attention_mask.astype(hidden.dtype)[..., None]  # [B, T, 1]
+        return (hidden * weights).sum(axis=1) / jnp.maximum(weights.sum(axis=1), 1)
 
     def mlm_logits(self, hidden: Float[Array, "B T D"]) -> Float[Array, "B T V"]:
         """Masked-LM logits (float32): GELU dense, LayerNorm, the tied embedding, a bias."""
