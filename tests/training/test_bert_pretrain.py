@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from configs import bert_tiny
+from tests.train_runs import train_once
 from transformer_jax.cli import evaluate, fill_mask
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.training.loop import validate_train_config
@@ -86,3 +87,18 @@ def test_evaluate_cli_scores_a_pretraining_workdir(tiny_bert_workdir, capsys):
     assert "masked LM: accuracy" in capsys.readouterr().out
     (path,) = (tiny_bert_workdir / "eval").glob("eval.step*.bert.json")
     assert 0 <= json.loads(path.read_text())["mlm_accuracy"] <= 1
+
+
+def test_init_from_continues_a_pretraining_run_with_its_tokenizer(tiny_bert_workdir, tmp_path):
+    """Domain-adaptive pretraining: a new run starts from every parameter of the tiny run (its
+    first masked-LM loss is the trained model's, not a random one's) and keeps its tokenizer."""
+    run = train_once(
+        tmp_path, "configs/bert_tiny.py", f"--config.init_from={tiny_bert_workdir}",
+        "--config.num_train_steps=2", "--config.eval_every=2", "--config.checkpoint_every=2",
+    )  # fmt: skip
+    assert "parameter arrays copied, 0 new" in (run / "train.stderr").read_text()
+    assert (run / "tokenizer.model").read_bytes() == (
+        tiny_bert_workdir / "tokenizer.model"
+    ).read_bytes()
+    first, trained = _rows(run, "train")[0], _rows(tiny_bert_workdir, "train")
+    assert first["mlm_loss"] < trained[0]["mlm_loss"] - 0.5

@@ -4,7 +4,9 @@ Batches from `transformer_jax.data.bert.pipeline`. The loss is the mean masked-L
 cross-entropy over the selected positions plus the mean NSP cross-entropy over the pairs, as
 in BERT. The best checkpoint is the one with the highest validation masked-LM accuracy. At the
 test, the masked-LM accuracy is printed beside a baseline that always predicts the most
-frequent training token, and NSP beside chance (50%).
+frequent training token, and NSP beside chance (50%). `config.init_from` continues another
+pretraining run (its parameters and tokenizer) on this config's text: domain-adaptive
+pretraining (Gururangan et al. 2020).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from transformer_jax.data.bert.inputs import real_tokens
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference import fill_mask
-from transformer_jax.tasks import losses
+from transformer_jax.tasks import losses, pretrained
 from transformer_jax.tasks.base import (
     ScoreOptions,
     SplitScores,
@@ -116,9 +118,14 @@ class BertPretrainTask(Task):
     score_kind = "bert"
 
     @classmethod
+    def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
+        pretrained.add_init_from(config)  # A pretraining run to continue; '': from scratch.
+
+    @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         check_shared_fields(config, cls.name, "encoder_only")
         bert_config.validate_bert_data_config(config.data)
+        pretrained.check_init_from(config)
         check_positions(config)
         if config.model.type_vocab_size < 2:
             raise ValueError(
@@ -128,16 +135,28 @@ class BertPretrainTask(Task):
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
-        self.tokenizer = pipeline.load_bert_tokenizer(config.data, workdir)
+        init_from = config.get("init_from") or None
+        if init_from:
+            self.tokenizer = pretrained.pretrained_tokenizer(
+                config.data, workdir, init_from, self.name
+            )
+            pipeline.check_bert_tokenizer(self.tokenizer, init_from)
+        else:
+            self.tokenizer = pipeline.load_bert_tokenizer(config.data, workdir)
 
     def data_values(self) -> Mapping[str, Any]:
         return {"vocab_size": self.tokenizer.vocab_size}
 
     @classmethod
     def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
-        """vocab_size: the pieces of `data.spm_model_path` when set, else `data.vocab_size`,
-        an upper bound (a small corpus trains fewer pieces)."""
+        """vocab_size: with init_from the pretrained model's; the pieces of
+        `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
+        trains fewer pieces)."""
         data = config.data
+        if config.get("init_from"):
+            return {
+                "vocab_size": pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
+            }
         return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
 
     @classmethod
