@@ -7,12 +7,13 @@
 1,797 images of 10 digits shipped inside the scikit-learn wheel (no network), split by class
 into 1,257 training, 180 validation and 360 test images. 2x2 patches (a 4x4 grid plus [CLS]),
 4 pre-LN blocks of width 64, dropout 0.1; each training image turned by up to 15 degrees,
-scaled by 0.9-1.1 and shifted by up to one pixel; about 4 minutes on 2 cores. At the end it
-prints the test accuracy of the best validation checkpoint beside an RBF SVC and logistic
-regression on the same pixels.
-Measured (2-core CPU, 4 min 10 s to 6 min; config.seed = data.shuffle_seed = 0, 1, 2): test
-accuracy 98.89%, 96.39%, 96.94% (mean 97.41%); SVC (RBF) 98.33%, logistic regression 96.11%.
-Without the rotation, scaling and dropout, at 4,000 steps: 95.00% (seed 0).
+scaled by 0.9-1.1 and shifted by up to one pixel; about 4 to 7 minutes on 2 cores. At the
+end it prints the test accuracy of the mean of the last 20 checkpoints' parameters beside an
+RBF SVC and logistic regression on the same pixels.
+Measured (2-core CPU; config.seed = data.shuffle_seed = 0, 1, 2): test accuracy 98.61%,
+98.06%, 98.33% (mean 98.33%, the SVC's 98.33%; logistic regression 96.11%). The best
+validation checkpoint alone: 98.89%, 96.39%, 96.94% (mean 97.41%). Without the rotation,
+scaling and dropout, at 4,000 steps: 95.00% (seed 0). docs/vit.md has each change's figure.
 """
 
 from configs.common import vit_base_config
@@ -35,5 +36,11 @@ def get_config():
     c.label_smoothing = 0.1
     c.log_every = 100
     c.eval_every = 500
-    c.checkpoint_every = 500
+    # The final test scores the mean of the last 20 checkpoints (steps 4,100-6,000): the 180
+    # validation digits are 99.4-100% right from about step 3,000, too few to pick one, and a
+    # single checkpoint's test accuracy moves by about a point from one to the next.
+    c.checkpoint_every = 100
+    c.keep_checkpoints = 20
+    c.test_checkpoint = "average"
+    c.test_average_last = 20
     return c
