@@ -2,7 +2,7 @@
 direction), never for NaN or twice for a step; its parameters are what the final test reads.
 With test_checkpoint="average", the final test scores the mean of the last checkpoints."""
 
-import json
+import types
 
 import jax
 import jax.numpy as jnp
@@ -11,11 +11,9 @@ import pytest
 from flax import nnx
 
 from configs import tiny
-from tests.train_runs import train_once
-from transformer_jax.cli import evaluate
 from transformer_jax.inference import loading
 from transformer_jax.training.checkpointing import Checkpoints
-from transformer_jax.training.loop import validate_train_config
+from transformer_jax.training.loop import _test_params, validate_train_config
 from transformer_jax.workdir import Workdir
 
 
@@ -96,22 +94,23 @@ def test_average_needs_two_to_keep_checkpoints(count, keep):
 
 
 def test_the_final_test_can_score_the_mean_of_the_last_checkpoints(tmp_path):
-    """A 6-step ViT run saved every 2 steps: its test record is what `evaluate --average_last=2`
-    gives for the same workdir (the mean of steps 4 and 6), not the last step's figure."""
-    run = train_once(
-        tmp_path, "configs/vit_tiny.py", "--config.num_train_steps=6", "--config.eval_every=2",
-        "--config.checkpoint_every=2", "--config.keep_checkpoints=3",
-        "--config.test_checkpoint=average", "--config.test_average_last=2",
-    )  # fmt: skip
-    assert (
-        "test of the mean of the last 2 checkpoints (steps 4, 6)"
-        in (run / "train.stderr").read_text()
+    """test_checkpoint="average": the element-wise mean of the last test_average_last saves
+    (here steps 2 and 3 of 1, 2, 3), reported at the last step."""
+    ckpt = Checkpoints(Workdir.at(tmp_path), keep=3, best_metric="accuracy", best_mode="max")
+    for step in (1, 2, 3):
+        ckpt.save(step, _state(step), {"epoch": 0}, {"seed": 0})
+    ckpt.wait()
+    mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
+    sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
+    abstract = types.SimpleNamespace(
+        params=nnx.State({"w": jax.ShapeDtypeStruct((4, 4), jnp.float32, sharding=sharding)})
     )
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    (test,) = [r for r in rows if r["split"] == "test"]
-    assert evaluate.main([f"--workdir={run}", "--split=test", "--average_last=2"]) == 0
-    averaged = json.loads((run / "eval" / "test.step6.avg2.image.json").read_text())
-    assert test["loss"] == pytest.approx(averaged["loss"], rel=1e-5)
-    assert evaluate.main([f"--workdir={run}", "--split=test"]) == 0
-    last = json.loads((run / "eval" / "test.step6.image.json").read_text())
-    assert test["loss"] != pytest.approx(last["loss"], rel=1e-5)
+    state = types.SimpleNamespace(step=3, params=nnx.State(_state(3)["params"]))
+    config = tiny.get_config()
+    config.test_checkpoint, config.test_average_last = "average", 2
+    try:
+        params, step, which = _test_params(config, ckpt, state, abstract, task=None)
+    finally:
+        ckpt.close()
+    np.testing.assert_array_equal(params["w"], np.full((4, 4), 2.5))
+    assert (step, which) == (3, "the mean of the last 2 checkpoints (steps 2, 3)")
