@@ -1,15 +1,21 @@
 """Does pretraining help? BERT fine-tuned from a pretraining run vs from scratch, beside
 TF-IDF + logistic regression, on both offline tasks, at the same fine-tuning budget.
 
-For each of configs/bert_numbers_pair.py and configs/bert_stdlib_classify.py, two runs with the
-same config, steps, seed and tokenizer (the pretraining run's): `init_from=<pretrained>` and
-from scratch. Each run's test figures (and the baseline's, fitted on the same training split
-and scored on the same test split) are collected from its metrics.jsonl.
+For each of configs/bert_numbers_pair.py and configs/bert_stdlib_classify.py, and each seed,
+two runs with the same config, steps, seed and tokenizer (the pretraining run's):
+`init_from=<pretrained>` and from scratch; with `--fractions=1,0.1` also on a tenth of the
+training labels (`data.train_fraction`, for `--fraction_steps` steps). The seed sets
+`config.seed` (initialisation, dropout) and `data.shuffle_seed`. Each run's test figures
+(and the baseline's, fitted on the same training examples and scored on the same test split)
+come from its metrics.jsonl; a run whose workdir already holds a test record is read, not
+trained again, so an interrupted benchmark resumes where it stopped.
 
   python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert   # first
-  PYTHONPATH=. python benchmarks/bert_finetune.py --pretrained=runs/bert   # ~15 min, 2 cores
+  PYTHONPATH=. python benchmarks/bert_finetune.py --pretrained=runs/bert --seeds=0,1,2 \
+      --fractions=1,0.1 --tasks=stdlib_packages  # the 10%-labels comparison too
 
-Writes a table to stdout and JSON to `benchmarks/results/bert_finetune.json` (see `--out`).
+Writes a table (mean and range over the seeds) to stdout and JSON to
+`benchmarks/results/bert_finetune.json` (see `--out`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import pathlib
 import platform
+import statistics
 import sys
 import time
 
@@ -31,22 +38,43 @@ from transformer_jax.training.loop import train_and_evaluate  # noqa: E402
 TASKS = {"numbers_pair": bert_numbers_pair, "stdlib_packages": bert_stdlib_classify}
 
 
-def run(name: str, pretrained: pathlib.Path, root: pathlib.Path, from_scratch: bool) -> dict:
-    """One fine-tuning run; returns its test figures and wall time."""
+def _test_record(workdir: pathlib.Path) -> dict | None:
+    """The last test record of a finished run, or None."""
+    path = workdir / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    tests = [r for r in rows if r["split"] == "test"]
+    return tests[-1] if tests else None
+
+
+def run(
+    name: str, pretrained: pathlib.Path, root: pathlib.Path, scratch: bool, seed: int,
+    fraction: float, steps: int | None = None,
+) -> dict:  # fmt: skip
+    """One fine-tuning run (or its finished workdir); returns its test figures."""
     config = TASKS[name].get_config()
-    if from_scratch:
+    if scratch:
         config.init_from = ""
         config.data.spm_model_path = str(pretrained / "tokenizer.model")
     else:
         config.init_from = str(pretrained)
-    workdir = root / f"{name}-{'scratch' if from_scratch else 'pretrained'}"
+    config.seed = config.data.shuffle_seed = seed
+    config.data.train_fraction = fraction
+    if steps:
+        config.num_train_steps = steps
+    labels = "" if fraction == 1 else f"-f{fraction:g}"
+    workdir = root / f"{name}-{'scratch' if scratch else 'pretrained'}{labels}-s{seed}"
     started = time.time()
-    result = train_and_evaluate(config, str(workdir))
-    test = result["test"]
+    test = _test_record(workdir)
+    if test is None:
+        train_and_evaluate(config, str(workdir))
+        test = _test_record(workdir)
     return {
         "workdir": str(workdir),
         "steps": config.num_train_steps,
         "seconds": round(time.time() - started, 1),
+        "test_step": test["step"],
         "accuracy": test["accuracy"],
         "macro_f1": test["macro_f1"],
         "baseline_accuracy": test["baseline_accuracy"],
@@ -55,37 +83,65 @@ def run(name: str, pretrained: pathlib.Path, root: pathlib.Path, from_scratch: b
     }
 
 
+def summary(runs: list[dict], key: str) -> dict:
+    """Mean, minimum and maximum of `key` over the seeds' runs."""
+    values = [r[key] for r in runs]
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pretrained", required=True, help="A bert_stdlib_pretrain workdir.")
     parser.add_argument("--root", default="runs/bert_finetune", help="Where the runs go.")
     parser.add_argument("--tasks", default=",".join(TASKS), help="Comma-separated task names.")
+    parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
     parser.add_argument(
-        "--variants", default="pretrained,scratch", help="Which starts: pretrained, scratch."
+        "--fractions", default="1", help="Comma-separated shares of the training labels."
+    )
+    parser.add_argument(
+        "--fraction_steps", type=int, default=150, help="Steps of the runs on a part of the labels."
     )
     parser.add_argument(
         "--out", default=str(pathlib.Path(__file__).parent / "results" / "bert_finetune.json")
     )
     args = parser.parse_args()
     pretrained, root = pathlib.Path(args.pretrained).resolve(), pathlib.Path(args.root)
+    seeds = [int(s) for s in args.seeds.split(",")]
     results = {}
-    variants = args.variants.split(",")
     for name in args.tasks.split(","):
-        results[name] = {v: run(name, pretrained, root, v == "scratch") for v in variants}
-    print(f"\n{'task':<16} {'model':<22} {'accuracy':>9} {'macro-F1':>9}")
-    for name, runs in results.items():
-        rows = [(f"BERT {v}", r["accuracy"], r["macro_f1"]) for v, r in runs.items()]
-        first = next(iter(runs.values()))
-        rows.append(
-            ("TF-IDF + logistic reg.", first["baseline_accuracy"], first["baseline_macro_f1"])
-        )
-        for model, acc, f1 in rows:
-            print(f"{name:<16} {model:<22} {100 * acc:>8.1f}% {100 * f1:>8.1f}%")
+        for fraction in (float(f) for f in args.fractions.split(",")):
+            key = name if fraction == 1 else f"{name} ({fraction:.0%} of the labels)"
+            arms = {}
+            for variant in ("pretrained", "scratch"):
+                steps = None if fraction == 1 else args.fraction_steps
+                runs = [
+                    run(name, pretrained, root, variant == "scratch", seed, fraction, steps)
+                    for seed in seeds
+                ]
+                arms[variant] = {
+                    "accuracy": summary(runs, "accuracy"),
+                    "macro_f1": summary(runs, "macro_f1"),
+                    "runs": runs,
+                }
+            arms["tfidf"] = {
+                "accuracy": summary(arms["scratch"]["runs"], "baseline_accuracy"),
+                "macro_f1": summary(arms["scratch"]["runs"], "baseline_macro_f1"),
+            }
+            results[key] = arms
+    print(f"\nseeds {seeds}: test accuracy, mean (min-max)")
+    print(f"{'task':<38} {'pretrained':>20} {'scratch':>20} {'TF-IDF':>8}")
+    for key, arms in results.items():
+        cells = [
+            "{mean:.1%} ({min:.1%}-{max:.1%})".format(**arms[v]["accuracy"])
+            for v in ("pretrained", "scratch")
+        ]
+        print(f"{key:<38} {cells[0]:>20} {cells[1]:>20} {arms['tfidf']['accuracy']['mean']:>8.1%}")
     record = {
         "machine": f"{platform.processor() or platform.machine()}, {jax.device_count()} "
         f"{jax.default_backend()} device(s)",
         "pretrained": str(pretrained),
         "pretrained_test": _pretrained_test(pretrained),
+        "seeds": seeds,
         "tasks": results,
     }
     pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
