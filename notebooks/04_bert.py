@@ -123,8 +123,10 @@ config.model.update(MODEL_SIZE)
 config.data.vocab_size = choose(full=4096, fast=512)  # SentencePiece pieces
 config.data.spm_sample_size = choose(full=20_000, fast=300)  # documents the tokenizer learns from
 config.data.tokens_per_batch = choose(full=4096, fast=1024)  # 32 (fast: 8) pairs of 128 tokens
+config.data.mask_rate = 0.15  # the paper's rate (the config masks 40% for its longer CPU run)
 config.num_train_steps = choose(full=400, fast=20)
 config.warmup_steps = choose(full=60, fast=10)
+config.lr_factor = 0.16  # full mode: peak 1.3e-3 at step 60, then the Noam decay
 config.log_every = choose(full=20, fast=5)
 config.eval_every = config.checkpoint_every = choose(full=100, fast=20)
 m = config.model
@@ -467,6 +469,7 @@ def finetune_config(init_from: str):
     pretraining run's tokenizer (so that only the starting parameters differ)."""
     c = bert_numbers_pair.get_config()
     c.model.update(MODEL_SIZE)  # the pretrained model's size (the rest of the section matches)
+    c.model.pool = "cls"  # §3.2: the [CLS] representation (the config itself pools by the mean)
     c.init_from = init_from
     if not init_from:
         c.data.spm_model_path = f"{PRETRAIN_DIR}/tokenizer.model"

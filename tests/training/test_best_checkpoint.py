@@ -93,6 +93,16 @@ def test_average_needs_two_to_keep_checkpoints(count, keep):
         validate_train_config(config)
 
 
+def test_average_needs_that_many_saves():
+    config = tiny.get_config()
+    config.test_checkpoint, config.keep_checkpoints, config.test_average_last = "average", 9, 3
+    config.num_train_steps, config.checkpoint_every = 25, 10  # saves at 10, 20 and 25
+    validate_train_config(config)
+    config.num_train_steps = 20  # saves at 10 and 20
+    with pytest.raises(ValueError, match="saves only 2 checkpoints .*checkpoint_every=10"):
+        validate_train_config(config)
+
+
 def test_the_final_test_can_score_the_mean_of_the_last_checkpoints(tmp_path):
     """test_checkpoint="average": the element-wise mean of the last test_average_last saves
     (here steps 2 and 3 of 1, 2, 3), reported at the last step."""

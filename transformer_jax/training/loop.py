@@ -90,6 +90,14 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
                 f"from 2 to config.keep_checkpoints ({keep}), the number of last checkpoints "
                 f"whose parameters are averaged; raise keep_checkpoints to average more."
             )
+        steps, every = config.num_train_steps, config.checkpoint_every
+        saves = steps // every + (steps % every > 0)  # every `every` steps, and the last
+        if count > saves:
+            raise ValueError(
+                f"config.test_average_last={count}: the run saves only {saves} checkpoints "
+                f"(num_train_steps={steps}, checkpoint_every={every}). Average at most {saves}, "
+                f"or save more often."
+            )
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
