@@ -86,6 +86,16 @@ def test_evaluate_writes_figures_and_a_confusion_png_that_the_classifier_agrees_
     )
 
 
+def test_the_classifier_serves_the_mean_of_the_last_checkpoints_as_evaluate_scores_it(vit_run):
+    assert evaluate.main([f"--workdir={vit_run}", "--split=test", "--average_last=2"]) == 0
+    record = json.loads((vit_run / "eval" / "test.step100.avg2.image.json").read_text())
+    classifier = ImageClassifier.from_checkpoint(vit_run, average_last=2)
+    assert classifier.steps == [50, 100]
+    images, labels = _test_digits()
+    predicted = np.array([int(p.label) for p in classifier.predict(images)])
+    assert np.mean(predicted == labels) == pytest.approx(record["accuracy"])
+
+
 def test_classifier_inputs_single_batch_uint8_and_files(vit_run, tmp_path):
     classifier = ImageClassifier.from_checkpoint(vit_run)
     images, _ = _test_digits()

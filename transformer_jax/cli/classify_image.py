@@ -39,7 +39,7 @@ def test_split_images(classifier: ImageClassifier, count: int):
 
 def define_flags(fv: flags.FlagValues) -> None:
     common.workdir_flag(fv, "ViT run")
-    common.checkpoint_flags(fv)
+    common.checkpoint_flags(fv, average=True)
     common.mesh_flag(fv)
     flags.DEFINE_integer("test_images", 0, "Also the first N test images.", flag_values=fv)
     flags.DEFINE_boolean("resize", False, "Scale files to the trained size.", flag_values=fv)
@@ -65,7 +65,9 @@ def classify_image(fv: flags.FlagValues, files: list[str]) -> int:
     common.at_least(fv.test_images, 0, "test_images")
     if not files and not fv.test_images:
         raise ValueError("give image files, or --test_images=N for the run's test images.")
-    classifier = ImageClassifier.from_checkpoint(fv.workdir, fv.step, mesh=fv.mesh)
+    classifier = ImageClassifier.from_checkpoint(
+        fv.workdir, fv.step, average_last=fv.average_last, mesh=fv.mesh
+    )
     names = list(files)
     pixels = [classifier.prepare(p, resize=fv.resize)[0] for p in files]
     if fv.test_images:

@@ -90,11 +90,18 @@ class ImageClassifier:
 
     @classmethod
     def from_checkpoint(
-        cls, workdir: str | os.PathLike, step: int | None = None, *, mesh: MeshLike | None = None
+        cls,
+        workdir: str | os.PathLike,
+        step: int | None = None,
+        *,
+        average_last: int = 0,
+        mesh: MeshLike | None = None,
     ) -> ImageClassifier:
-        """Loads a workdir of task 'image_classify' written by train.py; with `mesh` (axis
-        sizes such as `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored
-        straight into their shards of that mesh and batches are split over data and fsdp.
+        """Loads a workdir of task 'image_classify' written by train.py; with `average_last`
+        the element-wise mean of the last that many checkpoints up to `step` (what
+        configs/vit_digits.py's final test scores: 20); with `mesh` (axis sizes such as
+        `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored straight into
+        their shards of that mesh and batches are split over data and fsdp.
 
         Raises:
           MeshError: `mesh` does not fit the devices or the model (a ValueError).
@@ -110,7 +117,7 @@ class ImageClassifier:
                 f"ImageClassifier needs a 'vit' model trained for 'image_classify' (a "
                 f"configs/vit_*.py run)."
             )
-        model, steps = loading.load_model(workdir, config, None, step, mesh=mesh)
+        model, steps = loading.load_model(workdir, config, None, step, average_last, mesh=mesh)
         try:
             names = label_names(json.loads(workdir.labels_json.read_bytes())["label_names"])
         except (OSError, ValueError, KeyError, TypeError) as e:
