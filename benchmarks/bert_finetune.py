@@ -65,15 +65,15 @@ def run(
         config.num_train_steps = steps
     labels = "" if fraction == 1 else f"-f{fraction:g}"
     workdir = root / f"{name}-{'scratch' if scratch else 'pretrained'}{labels}-s{seed}"
-    started = time.time()
-    test = _test_record(workdir)
+    test, seconds = _test_record(workdir), None  # A finished run is read back, not timed.
     if test is None:
+        started = time.time()
         train_and_evaluate(config, str(workdir))
-        test = _test_record(workdir)
+        test, seconds = _test_record(workdir), round(time.time() - started, 1)
     return {
         "workdir": str(workdir),
         "steps": config.num_train_steps,
-        "seconds": round(time.time() - started, 1),
+        "seconds": seconds,
         "test_step": test["step"],
         "accuracy": test["accuracy"],
         "macro_f1": test["macro_f1"],
@@ -150,7 +150,10 @@ def main() -> None:
 
 def _pretrained_test(pretrained: pathlib.Path) -> dict:
     """The pretraining run's test figures (masked LM, next sentence), if it reached its end."""
-    rows = [json.loads(line) for line in (pretrained / "metrics.jsonl").read_text().splitlines()]
+    path = pretrained / "metrics.jsonl"  # A converted checkpoint has none.
+    if not path.is_file():
+        return {}
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
     tests = [r for r in rows if r["split"] == "test"]
     return tests[-1] if tests else {}
 
