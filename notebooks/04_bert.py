@@ -469,7 +469,7 @@ def finetune_config(init_from: str):
     pretraining run's tokenizer (so that only the starting parameters differ)."""
     c = bert_numbers_pair.get_config()
     c.model.update(MODEL_SIZE)  # the pretrained model's size (the rest of the section matches)
-    c.model.pool = "cls"  # §3.2: the [CLS] representation (the config itself pools by the mean)
+    c.model.pool = "cls"  # §3.2: the [CLS] representation (as the config)
     c.init_from = init_from
     if not init_from:
         c.data.spm_model_path = f"{PRETRAIN_DIR}/tokenizer.model"
