@@ -149,13 +149,9 @@ def main() -> None:
 
 
 def _pretrained_test(pretrained: pathlib.Path) -> dict:
-    """The pretraining run's test figures (masked LM, next sentence), if it reached its end."""
-    path = pretrained / "metrics.jsonl"  # A converted checkpoint has none.
-    if not path.is_file():
-        return {}
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    tests = [r for r in rows if r["split"] == "test"]
-    return tests[-1] if tests else {}
+    """The pretraining run's test figures (masked LM, next sentence), if it reached its end (a
+    converted checkpoint has none)."""
+    return _test_record(pretrained) or {}
 
 
 if __name__ == "__main__":
