@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.data.bert import config as bert_config
-from transformer_jax.data.bert import pipeline
+from transformer_jax.data.bert import numbers_mix, pipeline
 from transformer_jax.data.bert.masking import gather_selected
 from transformer_jax.data.lm.pipeline import load_lm_tokenizer
 from transformer_jax.tokens import CLS_ID, FIRST_REGULAR_ID, PAD_ID, SEP_ID
@@ -147,6 +147,20 @@ def test_tokenizer_has_the_special_pieces_and_eval_batches_are_fixed(text_cfg):
     assert test and not np.array_equal(test[0]["inputs"], batches[0]["inputs"])
 
 
+def test_number_documents_are_added_to_the_training_split_only(text_cfg):
+    cfg, workdir = text_cfg
+    tokenizer = pipeline.load_bert_tokenizer(cfg, workdir)
+    plain = {s: pipeline.sentence_documents(cfg, tokenizer, s, workdir) for s in ("train", "eval")}
+    cfg = cfg.copy_and_resolve_references()
+    cfg.mix_numbers = 10
+    mixed = {s: pipeline.sentence_documents(cfg, tokenizer, s, workdir) for s in ("train", "eval")}
+    assert mixed["eval"] == plain["eval"]
+    assert mixed["train"][: len(plain["train"])] == plain["train"]
+    added = mixed["train"][len(plain["train"]) :]
+    words = [s for d in numbers_mix.number_documents(10, seed=0, lang="fr") for s in d]
+    assert [tokenizer.decode(s) for d in added for s in d] == words
+
+
 def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
     cfg, _ = text_cfg
     plain = load_lm_tokenizer(cfg, tmp_path)  # the GPT tokenizer: no [CLS] [SEP] [MASK]
@@ -162,6 +176,9 @@ def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
         ("mask_rate", 1.5, "mask_rate"),
         ("short_seq_prob", -0.1, "short_seq_prob"),
         ("max_len", 5, "max_len"),
+        ("mix_numbers", -1, "mix_numbers"),
+        ("mix_numbers_lang", "es", "mix_numbers_lang"),
+        ("mix_numbers_per_document", 0, "mix_numbers_per_document"),
     ],
 )
 def test_bad_fields_are_named(field, value, message):

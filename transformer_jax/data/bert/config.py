@@ -12,7 +12,7 @@ import math
 
 import ml_collections
 
-from transformer_jax.data.config_checks import check_fraction, check_int, fail
+from transformer_jax.data.config_checks import check_choice, check_fraction, check_int, fail
 from transformer_jax.data.lm import config as lm_config
 
 
@@ -24,12 +24,20 @@ def default_bert_data_config() -> ml_collections.ConfigDict:
     c.mask_rate = 0.15  # Share of each row's ordinary tokens selected for the masked LM.
     c.short_seq_prob = 0.1  # Share of pairs given a shorter random length (BERT: 0.1).
     c.eval_seed = 1  # Seed of the fixed validation/test pairs and masks.
+    # Training documents added to the source's: this many integers of the embedded English /
+    # French number corpus's training split, each written in English then in French, one
+    # sentence each (data/bert/numbers_mix.py). 0 = none. The tokenizer and the eval/test
+    # splits stay the source's.
+    c.mix_numbers = 0
+    c.mix_numbers_seed = 0  # The corpus seed: numbers_pair's numbers_seed keeps its tests out.
+    c.mix_numbers_lang = "fr"  # The second language: "fr" or "de".
+    c.mix_numbers_per_document = 1  # Integers per document (1: one pair each, English | French).
     return c
 
 
 def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     """Checks every field the BERT input reads; raises naming the first bad one."""
-    for field in ("mask_rate", "short_seq_prob", "eval_seed"):
+    for field in ("mask_rate", "short_seq_prob", "eval_seed", "mix_numbers"):
         if field not in cfg:
             raise fail(field, "missing", "Start from default_bert_data_config().")
     lm_config.validate_lm_data_config(cfg)
@@ -43,6 +51,10 @@ def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     check_fraction(cfg, "mask_rate")
     check_fraction(cfg, "short_seq_prob", open_low=False)
     check_int(cfg, "eval_seed", 0)
+    check_int(cfg, "mix_numbers", 0)
+    check_int(cfg, "mix_numbers_seed", 0)
+    check_int(cfg, "mix_numbers_per_document", 1)
+    check_choice(cfg, "mix_numbers_lang", ("fr", "de"))
 
 
 def max_predictions(cfg: ml_collections.ConfigDict) -> int:

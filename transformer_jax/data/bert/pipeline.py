@@ -28,6 +28,7 @@ import numpy as np
 from transformer_jax.data.bert import config as config_lib
 from transformer_jax.data.bert.inputs import encode_plain
 from transformer_jax.data.bert.masking import gather_selected, mask_tokens
+from transformer_jax.data.bert.numbers_mix import number_documents
 from transformer_jax.data.bert.pairs import Pair, encode_pair, make_pairs
 from transformer_jax.data.bert.sentences import split_sentences
 from transformer_jax.data.epochs import EpochIterator, shard_rows
@@ -64,9 +65,18 @@ def load_bert_tokenizer(cfg: ml_collections.ConfigDict, workdir) -> Tokenizer:
 def sentence_documents(
     cfg: ml_collections.ConfigDict, tokenizer: Tokenizer, split: str, workdir=None
 ) -> Documents:
-    """The documents of a split as tokenized sentences (documents without any dropped)."""
+    """The documents of a split as tokenized sentences (documents without any dropped); the
+    training split ends with `data.mix_numbers`' number documents."""
     cache = None if workdir is None else as_workdir(workdir).cache
     sentences = [split_sentences(d) for d in read_documents(cfg, split, cache)]
+    if split == "train" and cfg.get("mix_numbers", 0):
+        sentences += number_documents(
+            cfg.mix_numbers,
+            cfg.mix_numbers_seed,
+            cfg.mix_numbers_lang,
+            cfg.mix_numbers_per_document,
+            cache,
+        )
     flat = encode_plain(tokenizer, [s for doc in sentences for s in doc])
     documents, start = [], 0
     for doc in sentences:
@@ -224,8 +234,10 @@ def make_bert_train_iterator(
         process_count=process_count,
     )
     logging.info(
-        "Pretraining data: %d documents, %d sentences; %d rows of %d per batch",
+        "Pretraining data: %d documents (%d integers mixed in: data.mix_numbers), %d "
+        "sentences; %d rows of %d per batch",
         len(documents),
+        cfg.get("mix_numbers", 0),
         sum(len(d) for d in documents),
         iterator.rows_per_batch,
         cfg.max_len,
