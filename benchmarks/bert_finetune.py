@@ -8,7 +8,9 @@ training labels (`data.train_fraction`, for `--fraction_steps` steps). The seed 
 `config.seed` (initialisation, dropout) and `data.shuffle_seed`. Each run's test figures
 (and the baseline's, fitted on the same training examples and scored on the same test split)
 come from its metrics.jsonl; a run whose workdir already holds a test record is read, not
-trained again, so an interrupted benchmark resumes where it stopped.
+trained again, so an interrupted benchmark resumes where it stopped. A numbers_pair run also
+reports its test accuracy on each kind of pair (translation, near miss, random), from its
+best checkpoint.
 
   python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert   # first
   PYTHONPATH=. python benchmarks/bert_finetune.py --pretrained=runs/bert --seeds=0,1,2 \
@@ -33,6 +35,14 @@ import jax
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from configs import bert_numbers_pair, bert_stdlib_classify  # noqa: E402
+from transformer_jax.data.classify.numbers_pair import (  # noqa: E402
+    NEAR_MISS,
+    POSITIVE,
+    RANDOM,
+    numbers_pair_dataset,
+    pair_integers,
+)
+from transformer_jax.inference.classifier import Classifier  # noqa: E402
 from transformer_jax.training.loop import train_and_evaluate  # noqa: E402
 
 TASKS = {"numbers_pair": bert_numbers_pair, "stdlib_packages": bert_stdlib_classify}
@@ -46,6 +56,25 @@ def _test_record(workdir: pathlib.Path) -> dict | None:
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     tests = [r for r in rows if r["split"] == "test"]
     return tests[-1] if tests else None
+
+
+def accuracy_by_kind(workdir: pathlib.Path, step: int, data) -> dict:
+    """numbers_pair test accuracy of the checkpoint at `step` on each kind of pair: B the
+    translation, a near miss (one digit changed) or another test number."""
+    sizes = {"test": data.numbers_test}
+    examples = numbers_pair_dataset(sizes, data.numbers_seed, data.numbers_lang).splits["test"]
+    _, _, kind = pair_integers("test", data.numbers_test, data.numbers_seed)
+    predictions = Classifier.from_checkpoint(workdir, step).predict(
+        [(e.text_a, e.text_b) for e in examples], batch_size=128
+    )
+    right = [
+        (p.label == "translation") == bool(e.label)
+        for p, e in zip(predictions, examples, strict=True)
+    ]
+    return {
+        name: statistics.fmean(r for r, k in zip(right, kind, strict=True) if k == code)
+        for name, code in (("translation", POSITIVE), ("near_miss", NEAR_MISS), ("random", RANDOM))
+    }
 
 
 def run(
@@ -80,6 +109,11 @@ def run(
         "baseline_accuracy": test["baseline_accuracy"],
         "baseline_macro_f1": test["baseline_macro_f1"],
         "test_examples": test["examples"],
+        **(
+            {"accuracy_by_kind": accuracy_by_kind(workdir, test["step"], config.data)}
+            if name == "numbers_pair"
+            else {}
+        ),
     }
 
 
