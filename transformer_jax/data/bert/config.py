@@ -14,6 +14,7 @@ import ml_collections
 
 from transformer_jax.data.config_checks import check_choice, check_fraction, check_int, fail
 from transformer_jax.data.lm import config as lm_config
+from transformer_jax.data.translation.config import EMBEDDED_LANGS
 
 
 def default_bert_data_config() -> ml_collections.ConfigDict:
@@ -54,7 +55,7 @@ def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     check_int(cfg, "mix_numbers", 0)
     check_int(cfg, "mix_numbers_seed", 0)
     check_int(cfg, "mix_numbers_per_document", 1)
-    check_choice(cfg, "mix_numbers_lang", ("fr", "de"))
+    check_choice(cfg, "mix_numbers_lang", EMBEDDED_LANGS)
 
 
 def max_predictions(cfg: ml_collections.ConfigDict) -> int:
