@@ -35,6 +35,39 @@ def test_pairs_are_balanced_consecutive_and_fit():
         assert p.a == sorted(p.a) and p.b == sorted(p.b)  # sentences in document order
 
 
+def test_groups_keep_not_next_inside_a_group():
+    docs = _documents(count=300)
+    groups = [d % 3 for d in range(300)]
+    pairs = make_pairs(docs, np.random.default_rng(2), max_len=64, groups=groups)
+    not_next = [p.source for p in pairs if not p.is_next]
+    assert len(not_next) > 150
+    assert all(d_a != d_b and groups[d_a] == groups[d_b] for d_a, *_, d_b, _, _ in not_next)
+    # One group of everything draws exactly as no groups (BERT's pairs, same random stream).
+    assert make_pairs(docs, np.random.default_rng(2), max_len=64, groups=[5] * 300) == make_pairs(
+        docs, np.random.default_rng(2), max_len=64
+    )
+
+
+def test_aligned_groups_start_not_next_where_the_next_text_would():
+    # Documents of one layout: sentence 0 "English" (2 tokens), sentence 1 "French" (3 tokens).
+    docs = [[[10 + d] * 2, [500 + d] * 3] for d in range(100)] + [[[1], [2], [3]]]
+    groups = [1] * 100 + [0]
+    pairs = make_pairs(docs, np.random.default_rng(0), max_len=32, groups=groups, aligned=(1,))
+    numbers = [p for p in pairs if p.source[0] < 100]
+    assert {p.is_next for p in numbers} == {True, False}
+    for p in numbers:
+        d_a, a0, a1, d_b, b0, b1 = p.source
+        assert (a0, a1, b0, b1) == (0, 1, 1, 2) and p.b == [500 + d_b] * 3  # B: a French
+        assert (d_a == d_b) == p.is_next and d_b < 100
+    # A document alone in its group has no other to draw from: IsNext only.
+    assert all(p.is_next for p in pairs if p.source[0] == 100)
+
+
+def test_groups_must_name_every_document():
+    with pytest.raises(ValueError, match="2 groups for 3 documents"):
+        make_pairs(_documents(count=3), np.random.default_rng(0), max_len=64, groups=[0, 0])
+
+
 def test_long_pairs_are_truncated_from_the_longer_segment():
     docs = [[[7] * 50, [8] * 10], [[9] * 40]]
     pairs = make_pairs(docs, np.random.default_rng(0), max_len=32, short_prob=0.0)

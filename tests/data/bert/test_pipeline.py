@@ -8,6 +8,7 @@ import pytest
 from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import numbers_mix, pipeline
 from transformer_jax.data.bert.masking import gather_selected
+from transformer_jax.data.bert.pairs import make_pairs
 from transformer_jax.data.lm.pipeline import load_lm_tokenizer
 from transformer_jax.tokens import CLS_ID, FIRST_REGULAR_ID, PAD_ID, SEP_ID
 
@@ -161,6 +162,24 @@ def test_number_documents_are_added_to_the_training_split_only(text_cfg):
     assert [tokenizer.decode(s) for d in added for s in d] == words
 
 
+def test_number_negatives_come_from_other_number_documents(text_cfg):
+    cfg, workdir = text_cfg
+    cfg = cfg.copy_and_resolve_references()
+    cfg.mix_numbers, cfg.mix_numbers_negatives = 40, "numbers"
+    tokenizer = pipeline.load_bert_tokenizer(cfg, workdir)
+    documents = pipeline.sentence_documents(cfg, tokenizer, "train", workdir)
+    negatives = pipeline.negative_groups(cfg, len(documents))
+    first = len(documents) - 40  # the number documents close the split
+    assert negatives["groups"] == [0] * first + [1] * 40
+    pairs = make_pairs(documents, np.random.default_rng(0), max_len=cfg.max_len, **negatives)
+    number_not_next = [p for p in pairs if p.source[0] >= first and not p.is_next]
+    assert number_not_next and all(p.source[3] >= first for p in number_not_next)
+    assert all(p.source[4:] == (1, 2) for p in number_not_next)  # B: another number's French
+    assert all(p.source[3] < first for p in pairs if p.source[0] < first and not p.is_next)
+    cfg.mix_numbers_negatives = "any"  # BERT's: no groups, the stream of earlier runs
+    assert pipeline.negative_groups(cfg, len(documents)) == {}
+
+
 def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
     cfg, _ = text_cfg
     plain = load_lm_tokenizer(cfg, tmp_path)  # the GPT tokenizer: no [CLS] [SEP] [MASK]
@@ -179,6 +198,7 @@ def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
         ("mix_numbers", -1, "mix_numbers"),
         ("mix_numbers_lang", "es", "mix_numbers_lang"),
         ("mix_numbers_per_document", 0, "mix_numbers_per_document"),
+        ("mix_numbers_negatives", "near", "mix_numbers_negatives"),
     ],
 )
 def test_bad_fields_are_named(field, value, message):

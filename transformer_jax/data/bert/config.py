@@ -16,6 +16,8 @@ from transformer_jax.data.config_checks import check_choice, check_fraction, che
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.translation.config import EMBEDDED_LANGS
 
+MIX_NEGATIVES = ("any", "numbers")
+
 
 def default_bert_data_config() -> ml_collections.ConfigDict:
     """The language-model data fields (stdlib documentation by default) plus BERT's."""
@@ -33,6 +35,10 @@ def default_bert_data_config() -> ml_collections.ConfigDict:
     c.mix_numbers_seed = 0  # The corpus seed: numbers_pair's numbers_seed keeps its tests out.
     c.mix_numbers_lang = "fr"  # The second language: "fr" or "de".
     c.mix_numbers_per_document = 1  # Integers per document (1: one pair each, English | French).
+    # A NotNext B for a number document: "any" (BERT's: any other document, from a random
+    # sentence) or "numbers" (another number document, from the sentence where the true next
+    # text would start: with one integer a document, another integer's French).
+    c.mix_numbers_negatives = "any"
     return c
 
 
@@ -56,6 +62,7 @@ def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     check_int(cfg, "mix_numbers_seed", 0)
     check_int(cfg, "mix_numbers_per_document", 1)
     check_choice(cfg, "mix_numbers_lang", EMBEDDED_LANGS)
+    check_choice(cfg, "mix_numbers_negatives", MIX_NEGATIVES)
 
 
 def max_predictions(cfg: ml_collections.ConfigDict) -> int:

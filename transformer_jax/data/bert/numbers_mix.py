@@ -6,7 +6,8 @@ Integers of the embedded translation corpus's training split (`data/translation/
 each written in English, then in the target language, one sentence each, `per_document` of them
 to a document: ["two hundred and six", "deux cent six", "forty", "quarante", ...]. A document of
 one integer makes one pair, `[CLS] English [SEP] French [SEP]` (IsNext) or the English beside
-another document's text (NotNext); longer documents pack several translations into a pair. A
+another document's text (NotNext: any document's, or with `data.mix_numbers_negatives="numbers"`
+another integer's French); longer documents pack several translations into a pair. A
 masked token of one language can then be read from the other. With the corpus seed of the
 numbers_pair task (`data.numbers_seed`), no validation or test integer of that task (side A)
 is among them: the corpus assigns every integer to one split by a hash of the integer.

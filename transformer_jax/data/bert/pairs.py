@@ -5,7 +5,10 @@ chunk of about `max_len - 3` tokens, and the chunk is cut at a random sentence b
 segment A and the rest. Half of the time B is that rest, the actual next text (IsNext; a
 one-sentence chunk then takes the next sentence too, a document's last lone sentence makes no
 pair, and a corpus of one document has only IsNext pairs); otherwise B is taken from a random
-sentence of another document onward (NotNext), and the rest of the chunk is not used. (BERT
+sentence of another document onward (NotNext), and the rest of the chunk is not used. With
+`groups`, that other document is one of the same group, and in an `aligned` group (documents of
+one layout, such as an English sentence then its French) B starts at the sentence where the
+true next text would start: another document's French. (BERT
 walks that rest again; each extra pair it makes is more often NotNext, and the labels drift to
 about 60/40 on short documents.) Pairs too long are truncated one
 token at a time from the longer segment (alternating its front and back), as in BERT.
@@ -16,7 +19,7 @@ token at a time from the longer segment (alternating its front and back), as in 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -48,6 +51,8 @@ def make_pairs(
     *,
     max_len: int,
     short_prob: float = 0.1,
+    groups: Sequence[int] | None = None,
+    aligned: Collection[int] = (),
 ) -> list[Pair]:
     """NSP pairs from tokenized documents, half IsNext, each fitting `max_len` with 3 specials.
 
@@ -57,6 +62,9 @@ def make_pairs(
       max_len: tokens per row, `[CLS]` and two `[SEP]` included.
       short_prob: share of chunks given a shorter random target length (BERT: 0.1), so the
         model also sees short inputs.
+      groups: per document its group (None: one group, BERT's); a NotNext B comes from another
+        document of the same group, and a document alone in its group makes IsNext pairs only.
+      aligned: groups whose NotNext B starts at the sentence where this document's B would.
 
     Returns:
       The pairs, document by document.
@@ -65,14 +73,22 @@ def make_pairs(
     if budget < 2:
         raise ValueError(f"max_len={max_len} leaves no room for two segments and 3 specials.")
     documents = [[list(s) for s in doc if len(s)] for doc in documents]
+    groups = [0] * len(documents) if groups is None else list(groups)
+    if len(groups) != len(documents):
+        raise ValueError(f"{len(groups)} groups for {len(documents)} documents; give one each.")
+    members: dict[int, list[int]] = {}
+    for d, g in enumerate(groups):
+        members.setdefault(g, []).append(d)
+    rank = {d: r for ds in members.values() for r, d in enumerate(ds)}  # d's place in its group
     pairs: list[Pair] = []
     for d, sentences in enumerate(documents):
+        group = members[groups[d]]
         target = budget if rng.random() >= short_prob else int(rng.integers(2, budget + 1))
         chunk_start, length, i = 0, 0, 0
         while i < len(sentences):
             length += len(sentences[i])
             if i == len(sentences) - 1 or length >= target:
-                random_next = len(documents) > 1 and rng.random() < 0.5
+                random_next = len(group) > 1 and rng.random() < 0.5
                 # A document's last sentence alone has no next text: it makes no pair at all
                 # (making it NotNext only would tilt the labels).
                 lone_last = i == chunk_start == len(sentences) - 1
@@ -83,9 +99,12 @@ def make_pairs(
                     a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
                     a = [t for s in chunk[:a_end] for t in s]
                     if random_next:
-                        other = int(rng.integers(0, len(documents) - 1))
-                        other += other >= d  # any document but this one
-                        start = int(rng.integers(0, len(documents[other])))
+                        other = int(rng.integers(0, len(group) - 1))
+                        other = group[other + (other >= rank[d])]  # any in the group but d
+                        if groups[d] in aligned:
+                            start = min(chunk_start + a_end, len(documents[other]) - 1)
+                        else:
+                            start = int(rng.integers(0, len(documents[other])))
                         end, b = start, []
                         while end < len(documents[other]) and len(a) + len(b) < target:
                             b += documents[other][end]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Sequence
 
 import ml_collections
@@ -85,6 +86,16 @@ def sentence_documents(
         if ids:
             documents.append(ids)
     return documents
+
+
+def negative_groups(cfg: ml_collections.ConfigDict, num_documents: int) -> dict:
+    """`make_pairs`' `groups` and `aligned` for `data.mix_numbers_negatives="numbers"` (the
+    number documents, last of the training split, draw their NotNext B from one another), else
+    no arguments (BERT's: any other document)."""
+    if not cfg.get("mix_numbers", 0) or cfg.get("mix_numbers_negatives", "any") == "any":
+        return {}
+    numbers = math.ceil(cfg.mix_numbers / cfg.mix_numbers_per_document)
+    return {"groups": [0] * (num_documents - numbers) + [1] * numbers, "aligned": (1,)}
 
 
 class PretrainBatches(Sequence):
@@ -177,6 +188,7 @@ class BertTrainIterator(EpochIterator):
         self._documents, self._cfg, self._vocab_size = documents, cfg, vocab_size
         self._hosts = (process_index, process_count)
         self.rows_per_batch = lm_config.rows_per_batch(cfg)
+        self._negatives = negative_groups(cfg, len(documents))
         fingerprint = _fingerprint(
             documents,
             cfg.max_len,
@@ -186,6 +198,7 @@ class BertTrainIterator(EpochIterator):
             cfg.short_seq_prob,
             vocab_size,
             f"{process_index}/{process_count}",
+            *([cfg.mix_numbers_negatives] if self._negatives else []),
         )
         super().__init__(self.epoch_batches, fingerprint, num_workers=cfg.num_workers)
 
@@ -193,7 +206,13 @@ class BertTrainIterator(EpochIterator):
         """The batches of `epoch` (pairs drawn and shuffled from (shuffle_seed, epoch))."""
         cfg = self._cfg
         rng = np.random.default_rng([cfg.shuffle_seed, epoch, 0])
-        pairs = make_pairs(self._documents, rng, max_len=cfg.max_len, short_prob=cfg.short_seq_prob)
+        pairs = make_pairs(
+            self._documents,
+            rng,
+            max_len=cfg.max_len,
+            short_prob=cfg.short_seq_prob,
+            **self._negatives,
+        )
         if len(pairs) < self.rows_per_batch:
             raise ValueError(
                 f"The training split makes {len(pairs)} sentence pairs, fewer than one batch "
