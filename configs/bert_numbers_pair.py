@@ -9,14 +9,14 @@ run (`init_from`, its tokenizer too) with a new head on the [CLS] pooler. At the
 end it prints test accuracy, macro-F1 and the confusion matrix beside TF-IDF (character
 n-grams) + logistic regression on the same split. From scratch, at the same budget and with the
 same tokenizer: `--config.init_from='' --config.data.spm_model_path=runs/bert/tokenizer.model`.
-Measured (2-core CPU, 19 minutes a run with another run on the cores; seeds 0, 1): test
-accuracy 59.25% and 61.95% from the pretraining run, 75.95% and 66.80% from scratch, TF-IDF +
-logistic regression 63.70%.
+Measured (2-core CPU, about 10 minutes a run alone; seeds 0, 1, 2): test accuracy 59.25%,
+61.95%, 59.15% from the pretraining run (mean 60.12%), 75.95%, 66.80%, 71.85% from scratch
+(mean 71.53%), TF-IDF + logistic regression 63.70%.
 Pretraining on English documentation hurts this task (docs/bert.md): starting the token
 embeddings anew (`--config.init_fresh=embed`) gave 60.65%; mixing English / French number
 documents into the pretraining (`data.mix_numbers=4000`) gave 62.90% and 59.30%, and 2,500 of
 them whose NotNext pairs hold another number's French (`data.mix_numbers_negatives="numbers"`)
-72.65 / 72.10 / 70.60% (seeds 0-2; scratch seed 2: 71.85%), a tie with scratch.
+72.65 / 72.10 / 70.60% (seeds 0-2, mean 71.78%), a tie with scratch.
 """
 
 from configs.common import classify_base_config
