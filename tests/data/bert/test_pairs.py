@@ -63,6 +63,30 @@ def test_aligned_groups_start_not_next_where_the_next_text_would():
     assert all(p.is_next for p in pairs if p.source[0] == 100)
 
 
+def test_partners_choose_each_documents_not_next():
+    docs = _documents(count=60)
+    partners = {d: [(d + 1) % 60, (d + 7) % 60] for d in range(0, 60, 2)}
+    partners[1] = []  # no partner: IsNext only
+    pairs = make_pairs(docs, np.random.default_rng(3), max_len=64, partners=partners)
+    not_next = [p.source for p in pairs if not p.is_next]
+    assert {d for d, *_ in not_next} & set(partners) - {1}  # listed documents do make NotNext
+    for d_a, *_, d_b, _, _ in not_next:
+        assert d_b in partners[d_a] if d_a in partners else d_b != d_a
+    assert all(p.is_next for p in pairs if p.source[0] == 1)
+    # Every document listed with its whole group (in order) draws exactly as the group does.
+    whole = {d: [o for o in range(60) if o != d] for d in range(60)}
+    rng = np.random.default_rng(3)
+    assert make_pairs(docs, rng, max_len=64, partners=whole) == make_pairs(
+        docs, np.random.default_rng(3), max_len=64
+    )
+
+
+@pytest.mark.parametrize("partners", [{0: [0]}, {0: [3]}, {5: [1]}])
+def test_partners_outside_the_documents_or_itself_are_refused(partners):
+    with pytest.raises(ValueError, match=r"partners\[\d\]"):
+        make_pairs(_documents(count=3), np.random.default_rng(0), max_len=64, partners=partners)
+
+
 def test_groups_must_name_every_document():
     with pytest.raises(ValueError, match="2 groups for 3 documents"):
         make_pairs(_documents(count=3), np.random.default_rng(0), max_len=64, groups=[0, 0])

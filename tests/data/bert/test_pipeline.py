@@ -168,7 +168,7 @@ def test_number_negatives_come_from_other_number_documents(text_cfg):
     cfg.mix_numbers, cfg.mix_numbers_negatives = 40, "numbers"
     tokenizer = pipeline.load_bert_tokenizer(cfg, workdir)
     documents = pipeline.sentence_documents(cfg, tokenizer, "train", workdir)
-    negatives = pipeline.negative_groups(cfg, len(documents))
+    negatives = pipeline.negative_groups(cfg, documents)
     first = len(documents) - 40  # the number documents close the split
     assert negatives["groups"] == [0] * first + [1] * 40
     pairs = make_pairs(documents, np.random.default_rng(0), max_len=cfg.max_len, **negatives)
@@ -177,7 +177,26 @@ def test_number_negatives_come_from_other_number_documents(text_cfg):
     assert all(p.source[4:] == (1, 2) for p in number_not_next)  # B: another number's French
     assert all(p.source[3] < first for p in pairs if p.source[0] < first and not p.is_next)
     cfg.mix_numbers_negatives = "any"  # BERT's: no groups, the stream of earlier runs
-    assert pipeline.negative_groups(cfg, len(documents)) == {}
+    assert pipeline.negative_groups(cfg, documents) == {}
+
+
+def test_similar_negatives_come_from_each_numbers_nearest(text_cfg):
+    cfg, workdir = text_cfg
+    cfg = cfg.copy_and_resolve_references()
+    cfg.mix_numbers, cfg.mix_numbers_negatives, cfg.mix_numbers_neighbours = 40, "similar", 3
+    tokenizer = pipeline.load_bert_tokenizer(cfg, workdir)
+    documents = pipeline.sentence_documents(cfg, tokenizer, "train", workdir)
+    negatives = pipeline.negative_groups(cfg, documents)
+    first = len(documents) - 40
+    partners = negatives["partners"]
+    assert sorted(partners) == list(range(first, len(documents)))
+    assert all(len(set(v)) == 3 and min(v) >= first and d not in v for d, v in partners.items())
+    pairs = make_pairs(documents, np.random.default_rng(0), max_len=cfg.max_len, **negatives)
+    number_not_next = [p for p in pairs if p.source[0] >= first and not p.is_next]
+    assert number_not_next
+    assert all(
+        p.source[3] in partners[p.source[0]] and p.source[4:] == (1, 2) for p in number_not_next
+    )
 
 
 def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
@@ -199,6 +218,7 @@ def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
         ("mix_numbers_lang", "es", "mix_numbers_lang"),
         ("mix_numbers_per_document", 0, "mix_numbers_per_document"),
         ("mix_numbers_negatives", "near", "mix_numbers_negatives"),
+        ("mix_numbers_neighbours", 0, "mix_numbers_neighbours"),
     ],
 )
 def test_bad_fields_are_named(field, value, message):

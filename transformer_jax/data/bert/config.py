@@ -16,7 +16,7 @@ from transformer_jax.data.config_checks import check_choice, check_fraction, che
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.translation.config import EMBEDDED_LANGS
 
-MIX_NEGATIVES = ("any", "numbers")
+MIX_NEGATIVES = ("any", "numbers", "similar")
 
 
 def default_bert_data_config() -> ml_collections.ConfigDict:
@@ -37,8 +37,11 @@ def default_bert_data_config() -> ml_collections.ConfigDict:
     c.mix_numbers_per_document = 1  # Integers per document (1: one pair each, English | French).
     # A NotNext B for a number document: "any" (BERT's: any other document, from a random
     # sentence) or "numbers" (another number document, from the sentence where the true next
-    # text would start: with one integer a document, another integer's French).
+    # text would start: with one integer a document, another integer's French) or "similar"
+    # (as "numbers", from one of its `mix_numbers_neighbours` nearest number documents by
+    # shared tokens and token pairs: French that shares most of its words, data/bert/neighbours.py).
     c.mix_numbers_negatives = "any"
+    c.mix_numbers_neighbours = 8
     return c
 
 
@@ -63,6 +66,7 @@ def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     check_int(cfg, "mix_numbers_per_document", 1)
     check_choice(cfg, "mix_numbers_lang", EMBEDDED_LANGS)
     check_choice(cfg, "mix_numbers_negatives", MIX_NEGATIVES)
+    check_int(cfg, "mix_numbers_neighbours", 1)
 
 
 def max_predictions(cfg: ml_collections.ConfigDict) -> int:

@@ -8,7 +8,8 @@ pair, and a corpus of one document has only IsNext pairs); otherwise B is taken 
 sentence of another document onward (NotNext), and the rest of the chunk is not used. With
 `groups`, that other document is one of the same group, and in an `aligned` group (documents of
 one layout, such as an English sentence then its French) B starts at the sentence where the
-true next text would start: another document's French. (BERT
+true next text would start: another document's French. With `partners`, a document's NotNext
+B comes from its own list of documents instead (such as its nearest by shared words). (BERT
 walks that rest again; each extra pair it makes is more often NotNext, and the labels drift to
 about 60/40 on short documents.) Pairs too long are truncated one
 token at a time from the longer segment (alternating its front and back), as in BERT.
@@ -19,7 +20,7 @@ token at a time from the longer segment (alternating its front and back), as in 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -53,6 +54,7 @@ def make_pairs(
     short_prob: float = 0.1,
     groups: Sequence[int] | None = None,
     aligned: Collection[int] = (),
+    partners: Mapping[int, Sequence[int]] | None = None,
 ) -> list[Pair]:
     """NSP pairs from tokenized documents, half IsNext, each fitting `max_len` with 3 specials.
 
@@ -65,6 +67,8 @@ def make_pairs(
       groups: per document its group (None: one group, BERT's); a NotNext B comes from another
         document of the same group, and a document alone in its group makes IsNext pairs only.
       aligned: groups whose NotNext B starts at the sentence where this document's B would.
+      partners: document -> the documents its NotNext B is drawn from, in place of its group
+        (documents left out use their group; an empty list makes IsNext pairs only).
 
     Returns:
       The pairs, document by document.
@@ -80,15 +84,28 @@ def make_pairs(
     for d, g in enumerate(groups):
         members.setdefault(g, []).append(d)
     rank = {d: r for ds in members.values() for r, d in enumerate(ds)}  # d's place in its group
+    partners = {} if partners is None else partners
+    for d, others in partners.items():
+        if (
+            not 0 <= d < len(documents)
+            or d in others
+            or not all(0 <= o < len(documents) for o in others)
+        ):
+            raise ValueError(
+                f"partners[{d}] = {list(others)[:8]}: every document and partner must be one of "
+                f"the {len(documents)} documents, and a document is not its own partner."
+            )
     pairs: list[Pair] = []
     for d, sentences in enumerate(documents):
         group = members[groups[d]]
+        pool = partners.get(d)
+        can_pair = len(group) > 1 if pool is None else len(pool) > 0
         target = budget if rng.random() >= short_prob else int(rng.integers(2, budget + 1))
         chunk_start, length, i = 0, 0, 0
         while i < len(sentences):
             length += len(sentences[i])
             if i == len(sentences) - 1 or length >= target:
-                random_next = len(group) > 1 and rng.random() < 0.5
+                random_next = can_pair and rng.random() < 0.5
                 # A document's last sentence alone has no next text: it makes no pair at all
                 # (making it NotNext only would tilt the labels).
                 lone_last = i == chunk_start == len(sentences) - 1
@@ -99,8 +116,11 @@ def make_pairs(
                     a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
                     a = [t for s in chunk[:a_end] for t in s]
                     if random_next:
-                        other = int(rng.integers(0, len(group) - 1))
-                        other = group[other + (other >= rank[d])]  # any in the group but d
+                        if pool is None:
+                            other = int(rng.integers(0, len(group) - 1))
+                            other = group[other + (other >= rank[d])]  # any in the group but d
+                        else:
+                            other = int(pool[int(rng.integers(0, len(pool)))])
                         if groups[d] in aligned:
                             start = min(chunk_start + a_end, len(documents[other]) - 1)
                         else:

@@ -29,6 +29,7 @@ import numpy as np
 from transformer_jax.data.bert import config as config_lib
 from transformer_jax.data.bert.inputs import encode_plain
 from transformer_jax.data.bert.masking import gather_selected, mask_tokens
+from transformer_jax.data.bert.neighbours import nearest_documents
 from transformer_jax.data.bert.numbers_mix import number_documents
 from transformer_jax.data.bert.pairs import Pair, encode_pair, make_pairs
 from transformer_jax.data.bert.sentences import split_sentences
@@ -88,14 +89,20 @@ def sentence_documents(
     return documents
 
 
-def negative_groups(cfg: ml_collections.ConfigDict, num_documents: int) -> dict:
+def negative_groups(cfg: ml_collections.ConfigDict, documents: Documents) -> dict:
     """`make_pairs`' `groups` and `aligned` for `data.mix_numbers_negatives="numbers"` (the
-    number documents, last of the training split, draw their NotNext B from one another), else
-    no arguments (BERT's: any other document)."""
+    number documents, last of the training split, draw their NotNext B from one another), plus
+    `partners` for "similar" (each from its `mix_numbers_neighbours` nearest), else no
+    arguments (BERT's: any other document)."""
     if not cfg.get("mix_numbers", 0) or cfg.get("mix_numbers_negatives", "any") == "any":
         return {}
     numbers = math.ceil(cfg.mix_numbers / cfg.mix_numbers_per_document)
-    return {"groups": [0] * (num_documents - numbers) + [1] * numbers, "aligned": (1,)}
+    first = len(documents) - numbers
+    out = {"groups": [0] * first + [1] * numbers, "aligned": (1,)}
+    if cfg.mix_numbers_negatives == "similar":
+        members = range(first, len(documents))
+        out["partners"] = nearest_documents(documents, members, cfg.mix_numbers_neighbours)
+    return out
 
 
 class PretrainBatches(Sequence):
@@ -188,7 +195,7 @@ class BertTrainIterator(EpochIterator):
         self._documents, self._cfg, self._vocab_size = documents, cfg, vocab_size
         self._hosts = (process_index, process_count)
         self.rows_per_batch = lm_config.rows_per_batch(cfg)
-        self._negatives = negative_groups(cfg, len(documents))
+        self._negatives = negative_groups(cfg, documents)
         fingerprint = _fingerprint(
             documents,
             cfg.max_len,
@@ -199,6 +206,7 @@ class BertTrainIterator(EpochIterator):
             vocab_size,
             f"{process_index}/{process_count}",
             *([cfg.mix_numbers_negatives] if self._negatives else []),
+            *([cfg.mix_numbers_neighbours] if "partners" in self._negatives else []),
         )
         super().__init__(self.epoch_batches, fingerprint, num_workers=cfg.num_workers)
 
