@@ -60,3 +60,49 @@ def test_bad_settings_are_named():
         mask_tokens(_rows(rows=2), np.random.default_rng(0), vocab_size=V, rate=0.0)
     with pytest.raises(ValueError, match="no ordinary ids"):
         mask_tokens(_rows(rows=2), np.random.default_rng(0), vocab_size=FIRST_REGULAR_ID)
+
+
+def _words(tokens, starts):
+    """Each maskable position's word: from a word start (or after a special) to the next."""
+    words, current = np.full(tokens.shape, -1), -1
+    for r, row in enumerate(tokens):
+        for i, t in enumerate(row):
+            if t < FIRST_REGULAR_ID:
+                current = -1
+                continue
+            if starts[t] or current < 0 or i == 0:
+                current = r * 1000 + i
+            words[r, i] = current
+    return words
+
+
+def test_whole_word_masking_selects_every_piece_of_a_word_or_none():
+    starts = np.random.default_rng(5).random(V) < 0.3  # about 3 pieces a word
+    tokens = _rows(rows=400)
+    inputs, targets, weights = mask_tokens(
+        tokens, np.random.default_rng(1), vocab_size=V, word_starts=starts
+    )
+    selected, maskable = weights > 0, tokens >= FIRST_REGULAR_ID
+    assert not (selected & ~maskable).any()
+    words = _words(tokens, starts)
+    for w in np.unique(words[words >= 0]):
+        assert len(set(selected[words == w].tolist())) == 1  # the whole word, or none of it
+    # Never more than the row's share; words are skipped when they would overshoot.
+    wanted = np.maximum(1, np.rint(0.15 * maskable.sum(1)))
+    assert (selected.sum(1) <= wanted).all()
+    assert selected.sum() / maskable.sum() == pytest.approx(0.15, abs=0.01)
+    np.testing.assert_array_equal(inputs[~selected], tokens[~selected])
+    assert (inputs[selected] == MASK_ID).mean() == pytest.approx(0.8, abs=0.02)
+
+
+def test_whole_word_masking_picks_the_shortest_word_when_none_fits():
+    starts = np.zeros(V, bool)
+    starts[[10, 20]] = True
+    # One maskable run: word [10, 11, 12] and word [20, 21]; 15% of 5 rounds to one piece.
+    tokens = np.array([[CLS_ID, 10, 11, 12, 20, 21, SEP_ID, PAD_ID]])
+    _, _, weights = mask_tokens(tokens, np.random.default_rng(0), vocab_size=V, word_starts=starts)
+    assert weights.tolist() == [[0, 0, 0, 0, 1, 1, 0, 0]]
+    # A special ends a word: 11 after [SEP] begins a word of its own.
+    tokens = np.array([[CLS_ID, 10, 11, SEP_ID, 11, 12, SEP_ID, PAD_ID]])
+    _, _, weights = mask_tokens(tokens, np.random.default_rng(0), vocab_size=V, word_starts=starts)
+    assert weights.tolist() in ([[0, 1, 1, 0, 0, 0, 0, 0]], [[0, 0, 0, 0, 1, 1, 0, 0]])

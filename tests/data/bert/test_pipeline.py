@@ -199,6 +199,33 @@ def test_similar_negatives_come_from_each_numbers_nearest(text_cfg):
     )
 
 
+def test_whole_word_mask_masks_every_piece_of_a_chosen_word(text_cfg):
+    cfg, workdir = text_cfg
+    cfg = cfg.copy_and_resolve_references()
+    cfg.whole_word_mask, cfg.mask_rate = True, 0.3
+    tokenizer = pipeline.load_bert_tokenizer(cfg, workdir)
+    starts = pipeline.word_starts(tokenizer)
+    assert starts[tokenizer.encode("hello world")[0]]  # "▁hello" (or "▁") begins a word
+    batch = pipeline.make_bert_train_iterator(cfg, tokenizer, workdir).epoch_batches(0)[0]
+    tokens = batch["inputs"].copy()
+    rows = np.arange(len(tokens))[:, None]
+    tokens[rows, batch["mlm_positions"]] = np.where(
+        batch["mlm_weights"] > 0, batch["mlm_targets"], tokens[rows, batch["mlm_positions"]]
+    )
+    selected = np.zeros(tokens.shape, bool)
+    selected[rows, batch["mlm_positions"]] = batch["mlm_weights"] > 0
+    assert selected.any()
+    # A selected piece that continues a word has its word's previous piece selected too, and
+    # the piece after a selected one is selected unless it begins a word or is special.
+    regular = tokens >= FIRST_REGULAR_ID
+    inside = regular[:, 1:] & regular[:, :-1] & ~starts[tokens[:, 1:]]
+    assert (selected[:, 1:] == selected[:, :-1])[inside].all()
+    # Built without the tokenizer's word starts, the option is refused, not ignored.
+    documents = pipeline.sentence_documents(cfg, tokenizer, "train", workdir)
+    with pytest.raises(ValueError, match="whole_word_mask needs"):
+        pipeline.BertTrainIterator(documents, cfg, tokenizer.vocab_size)
+
+
 def test_a_tokenizer_without_bert_pieces_is_refused(text_cfg, tmp_path):
     cfg, _ = text_cfg
     plain = load_lm_tokenizer(cfg, tmp_path)  # the GPT tokenizer: no [CLS] [SEP] [MASK]

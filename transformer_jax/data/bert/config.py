@@ -26,6 +26,10 @@ def default_bert_data_config() -> ml_collections.ConfigDict:
     c.tokens_per_batch = 4096  # Global tokens per step (rows = tokens_per_batch / max_len).
     c.mask_rate = 0.15  # Share of each row's ordinary tokens selected for the masked LM.
     c.short_seq_prob = 0.1  # Share of pairs given a shorter random length (BERT: 0.1).
+    # Mask whole words in training rows (all pieces of a word from `▁` to the next word), as
+    # Google's 2019 BERT release did; False: pieces one by one. Validation and test masks stay
+    # per piece, so masked-LM accuracy compares across runs.
+    c.whole_word_mask = False
     c.eval_seed = 1  # Seed of the fixed validation/test pairs and masks.
     # Training documents added to the source's: this many integers of the embedded English /
     # French number corpus's training split, each written in English then in French, one

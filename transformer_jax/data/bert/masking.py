@@ -7,6 +7,13 @@ over the selected positions only (`weights`), whatever they were replaced by. Th
 from the `np.random.Generator` passed in: seeded from (data seed, epoch, batch), the same batch
 is masked the same way after a restart.
 
+With `word_starts` (whole word masking, the variant Google released with BERT in 2019) the unit
+of selection is a word: a piece that begins one (SentencePiece's `▁`) and the pieces after it
+up to the next word start or special. Words are taken in random order, each whole, skipping any
+that would overshoot the row's `rate` share, so every piece of a chosen word must be predicted
+from the rest of the row (in a translation pair: from the other language), not spelled out from
+its neighbours; each chosen piece then gets its own 80/10/10 draw.
+
 Letters: B rows, T length.
 """
 
@@ -25,6 +32,7 @@ def mask_tokens(
     rate: float = 0.15,
     mask_id: int = MASK_ID,
     first_regular_id: int = FIRST_REGULAR_ID,
+    word_starts: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Corrupts `tokens` [B, T] for the masked LM.
 
@@ -35,6 +43,8 @@ def mask_tokens(
       rate: share of each row's maskable tokens selected (rounded; at least one).
       mask_id: the `[MASK]` id.
       first_regular_id: the first id of an ordinary piece.
+      word_starts: bool [vocab_size], True for the pieces that begin a word; None selects
+        pieces one by one (BERT's original masking; the same draws as before this option).
 
     Returns:
       (inputs [B, T] with the replacements, targets [B, T] = the original tokens, weights
@@ -48,15 +58,51 @@ def mask_tokens(
     maskable = tokens >= first_regular_id
     counts = maskable.sum(axis=1)
     wanted = np.where(counts > 0, np.maximum(1, np.rint(rate * counts)), 0).astype(np.int64)
-    # Rank the maskable positions of each row in random order; select the first `wanted`.
-    keys = np.where(maskable, rng.random(tokens.shape), np.inf)
-    ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
-    selected = maskable & (ranks < wanted[:, None])
+    if word_starts is None:
+        # Rank the maskable positions of each row in random order; select the first `wanted`.
+        keys = np.where(maskable, rng.random(tokens.shape), np.inf)
+        ranks = np.argsort(np.argsort(keys, axis=1), axis=1)
+        selected = maskable & (ranks < wanted[:, None])
+    else:
+        selected = _select_words(tokens, maskable, wanted, word_starts, rng)
     action = rng.random(tokens.shape)
     random_ids = rng.integers(first_regular_id, vocab_size, tokens.shape)
     inputs = np.where(selected & (action < 0.8), mask_id, tokens)
     inputs = np.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs.astype(tokens.dtype), tokens.copy(), selected.astype(np.float32)
+
+
+def _select_words(
+    tokens: np.ndarray,
+    maskable: np.ndarray,
+    wanted: np.ndarray,
+    word_starts: np.ndarray,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """bool [B, T]: whole words, in random order, up to `wanted` [B] pieces a row (at least one
+    word: the shortest, when none fits)."""
+    word_starts = np.asarray(word_starts, bool)
+    starts = word_starts[np.clip(tokens, 0, len(word_starts) - 1)] & maskable
+    starts[:, 1:] |= maskable[:, 1:] & ~maskable[:, :-1]  # a special or padding ends a word
+    starts[:, 0] |= maskable[:, 0]
+    words = np.where(maskable, np.cumsum(starts, axis=1) - 1, -1)  # word index, -1: not maskable
+    selected = np.zeros(tokens.shape, bool)
+    for row in range(tokens.shape[0]):
+        count = int(words[row].max(initial=-1)) + 1
+        if not count:
+            continue
+        lengths = np.bincount(words[row][words[row] >= 0], minlength=count)
+        chosen, taken = [], 0
+        for w in np.argsort(rng.random(count), kind="stable"):
+            if taken + lengths[w] <= wanted[row]:
+                chosen.append(w)
+                taken += lengths[w]
+                if taken == wanted[row]:
+                    break
+        if not chosen:
+            chosen = [int(np.argmin(lengths))]
+        selected[row] = np.isin(words[row], chosen)
+    return selected
 
 
 def gather_selected(

@@ -7,10 +7,11 @@ each written in English, then in the target language, one sentence each, `per_do
 to a document: ["two hundred and six", "deux cent six", "forty", "quarante", ...]. A document of
 one integer makes one pair, `[CLS] English [SEP] French [SEP]` (IsNext) or the English beside
 another document's text (NotNext: any document's, or with `data.mix_numbers_negatives="numbers"`
-another integer's French); longer documents pack several translations into a pair. A
-masked token of one language can then be read from the other. With the corpus seed of the
-numbers_pair task (`data.numbers_seed`), no validation or test integer of that task (side A)
-is among them: the corpus assigns every integer to one split by a hash of the integer.
+another integer's French, with "similar" one of the most alike); longer documents pack several
+translations into a pair. A masked token of one language can then be read from the other. With
+the corpus seed of the numbers_pair task (`data.numbers_seed`), no validation or test integer of
+that task (side A) is among them: the corpus assigns every integer to one split by a hash of the
+integer.
 """
 
 from __future__ import annotations

@@ -127,8 +127,10 @@ class PretrainBatches(Sequence):
         pad_last: bool,
         process_index: int = 0,
         process_count: int = 1,
+        word_starts: np.ndarray | None = None,
     ):
         self._pairs, self._order, self._rows, self._max_len = pairs, order, rows, max_len
+        self._word_starts = word_starts
         self._max_predictions, self._vocab_size, self._mask_rate = (
             max_predictions,
             vocab_size,
@@ -153,7 +155,11 @@ class PretrainBatches(Sequence):
             labels[r], real[r] = 0 if pair.is_next else 1, 1.0
         rng = np.random.default_rng([self._seed, self._epoch, 1, i])
         inputs, targets, weights = mask_tokens(
-            tokens, rng, vocab_size=self._vocab_size, rate=self._mask_rate
+            tokens,
+            rng,
+            vocab_size=self._vocab_size,
+            rate=self._mask_rate,
+            word_starts=self._word_starts,
         )
         positions, mlm_targets, mlm_weights = gather_selected(
             targets, weights, self._max_predictions
@@ -189,10 +195,17 @@ class BertTrainIterator(EpochIterator):
         *,
         process_index: int = 0,
         process_count: int = 1,
+        word_starts: np.ndarray | None = None,
     ):
         if not documents:
             raise ValueError("The training split has no sentences.")
+        if cfg.get("whole_word_mask", False) and word_starts is None:
+            raise ValueError(
+                "data.whole_word_mask needs the tokenizer's word starts: build the iterator "
+                "with make_bert_train_iterator (or pass word_starts=word_starts(tokenizer))."
+            )
         self._documents, self._cfg, self._vocab_size = documents, cfg, vocab_size
+        self._word_starts = word_starts if cfg.get("whole_word_mask", False) else None
         self._hosts = (process_index, process_count)
         self.rows_per_batch = lm_config.rows_per_batch(cfg)
         self._negatives = negative_groups(cfg, documents)
@@ -207,6 +220,7 @@ class BertTrainIterator(EpochIterator):
             f"{process_index}/{process_count}",
             *([cfg.mix_numbers_negatives] if self._negatives else []),
             *([cfg.mix_numbers_neighbours] if "partners" in self._negatives else []),
+            *(["whole words"] if self._word_starts is not None else []),
         )
         super().__init__(self.epoch_batches, fingerprint, num_workers=cfg.num_workers)
 
@@ -239,7 +253,15 @@ class BertTrainIterator(EpochIterator):
             pad_last=False,
             process_index=self._hosts[0],
             process_count=self._hosts[1],
+            word_starts=self._word_starts,
         )
+
+
+def word_starts(tokenizer: Tokenizer) -> np.ndarray:
+    """bool [vocab_size]: the pieces that begin a word (SentencePiece's `▁` prefix)."""
+    return np.array(
+        [tokenizer.id_to_piece(i).startswith("\u2581") for i in range(tokenizer.vocab_size)]
+    )
 
 
 def make_bert_train_iterator(
@@ -259,6 +281,7 @@ def make_bert_train_iterator(
         tokenizer.vocab_size,
         process_index=process_index,
         process_count=process_count,
+        word_starts=word_starts(tokenizer) if cfg.get("whole_word_mask", False) else None,
     )
     logging.info(
         "Pretraining data: %d documents (%d integers mixed in: data.mix_numbers), %d "
