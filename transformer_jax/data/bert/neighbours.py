@@ -4,9 +4,11 @@
     # {4000: [5213, 4411, ...], ...}: for each member, the k most similar other members
 
 Similarity is the cosine between two documents' counts of tokens and of adjacent token pairs
-(within a sentence), so documents that share words, and share them in the same order, come
-first: "deux cent six" lies nearer "deux cent seize" than "six cent deux". Ties go to the lower
-document index. Plain numpy, in blocks of rows, so memory grows with members x block.
+(within a sentence): documents that share more words come first, and of two that share the
+same words, the one that also shares their order (with the stdlib pretraining tokenizer, the
+nearest to "sept cent soixante-treize" are "mille sept cent soixante-treize", "trois cent
+soixante-treize mille sept cent soixante-douze" and "sept cent soixante-douze"). Ties go to the
+lower document index. Plain numpy, in blocks of rows, so memory grows with members x block.
 """
 
 from __future__ import annotations
