@@ -125,3 +125,13 @@ def test_sentencepiece_for_documents_never_needs_unk_and_is_kept_in_the_workdir(
     cfg.vocab_size = 700
     with pytest.raises(ValueError, match="vocab_size"):
         pipeline.load_lm_tokenizer(cfg, workdir)
+
+    cfg.spm_model_path = str(workdir / "tokenizer.model")  # a given model is kept in a new run
+    given = pipeline.load_lm_tokenizer(cfg, tmp_path / "given")
+    assert (tmp_path / "given" / "tokenizer.model").read_bytes() == tokenizer.model_proto
+    assert given.model_proto == tokenizer.model_proto
+    cfg.vocab_size, cfg.spm_model_path = 500, None
+    pipeline.load_lm_tokenizer(cfg, tmp_path / "other")
+    cfg.spm_model_path = str(tmp_path / "other" / "tokenizer.model")  # not "given"'s model
+    with pytest.raises(ValueError, match="is not the tokenizer .* was started with"):
+        pipeline.load_lm_tokenizer(cfg, tmp_path / "given")

@@ -17,6 +17,7 @@ import logging
 import ml_collections
 import numpy as np
 
+from transformer_jax import storage
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.hosts import as_workdir, resolve_processes
@@ -25,6 +26,7 @@ from transformer_jax.data.lm import rows as rows_lib
 from transformer_jax.data.lm.sources import read_documents, source_fingerprint
 from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.workdir import Workdir
 
 # The project's tokenizers, and a converted GPT-2's (which `config.init_from` brings).
 AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer
@@ -52,9 +54,9 @@ def load_lm_tokenizer(
             "which only comes with config.init_from. Set init_from, or use 'sentencepiece' or "
             "'byte'."
         )
-    if cfg.spm_model_path is not None:
-        return Tokenizer.load(cfg.spm_model_path)
     workdir = as_workdir(workdir)
+    if cfg.spm_model_path is not None:
+        return _kept_copy(Tokenizer.load(cfg.spm_model_path), cfg.spm_model_path, workdir)
     settings = {
         **source_fingerprint(cfg),
         **{k: cfg[k] for k in ("vocab_size", "spm_model_type", "spm_character_coverage")},
@@ -89,6 +91,21 @@ def load_lm_tokenizer(
         return tokenizer
 
     return load_or_train(workdir.tokenizer_model, workdir.tokenizer_settings, settings, train)
+
+
+def _kept_copy(tokenizer: Tokenizer, origin: str, workdir: Workdir) -> Tokenizer:
+    """`tokenizer` (from `data.spm_model_path`), copied to workdir/tokenizer.model at the run's
+    start so the workdir stands alone (fine-tuning with `init_from` reads it there); a resumed
+    run whose `spm_model_path` now holds another model is refused."""
+    kept = workdir.tokenizer_model
+    if not kept.exists():
+        tokenizer.save(kept)
+    elif kept.read_bytes() != storage.as_path(origin).read_bytes():
+        raise ValueError(
+            f"data.spm_model_path={origin!r} is not the tokenizer {kept} was started with. "
+            f"Use a new workdir, or point spm_model_path at the run's tokenizer.model."
+        )
+    return tokenizer
 
 
 def tokenized_split(
