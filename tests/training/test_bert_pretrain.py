@@ -13,8 +13,9 @@ from configs import bert_tiny
 from tests.train_runs import train_once
 from transformer_jax.cli import evaluate, fill_mask
 from transformer_jax.inference.fill_mask import MaskFiller
+from transformer_jax.tasks.bert_pretrain import BertPretrainTask
 from transformer_jax.training.loop import validate_train_config
-from transformer_jax.workdir import CheckpointError
+from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def _rows(workdir, split):
@@ -102,3 +103,10 @@ def test_init_from_continues_a_pretraining_run_with_its_tokenizer(tiny_bert_work
     ).read_bytes()
     first, trained = _rows(run, "train")[0], _rows(tiny_bert_workdir, "train")
     assert first["mlm_loss"] < trained[0]["mlm_loss"] - 0.5
+
+
+def test_continuing_a_run_refuses_a_tokenizer_trained_on_numbers(tmp_path):
+    cfg = bert_tiny.get_config()
+    cfg.init_from, cfg.data.mix_numbers, cfg.data.mix_numbers_in_tokenizer = str(tmp_path), 10, True
+    with pytest.raises(ValueError, match="mix_numbers_in_tokenizer=True, but config.init_from"):
+        BertPretrainTask(cfg, Workdir.at(tmp_path / "run"))

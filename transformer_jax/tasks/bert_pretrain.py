@@ -137,6 +137,12 @@ class BertPretrainTask(Task):
         super().__init__(config, workdir)
         init_from = config.get("init_from") or None
         if init_from:
+            if config.data.get("mix_numbers_in_tokenizer", False):
+                raise ValueError(
+                    f"config.data.mix_numbers_in_tokenizer=True, but config.init_from="
+                    f"{init_from!r} brings its own tokenizer, which its embeddings fit. Leave "
+                    f"mix_numbers_in_tokenizer False when continuing a run, or unset init_from."
+                )
             self.tokenizer = pretrained.pretrained_tokenizer(
                 config.data, workdir, init_from, self.name
             )

@@ -253,3 +253,41 @@ def test_bad_fields_are_named(field, value, message):
     cfg[field] = value
     with pytest.raises(ValueError, match=message):
         bert_config.validate_bert_data_config(cfg)
+
+
+def test_mix_numbers_in_tokenizer_makes_number_words_pieces(text_cfg, tmp_path):
+    cfg, _ = text_cfg
+    plain = pipeline.load_bert_tokenizer(cfg, tmp_path / "plain")
+    cfg = cfg.copy_and_resolve_references()
+    cfg.mix_numbers, cfg.mix_numbers_in_tokenizer = 200, True
+    mixed = pipeline.load_bert_tokenizer(cfg, tmp_path / "mixed")
+    text = [s for d in numbers_mix.number_documents(200, seed=0, lang="fr") for s in d]
+    pieces = {
+        name: sum(len(t.encode(s)) for s in text)
+        for name, t in (("plain", plain), ("mixed", mixed))
+    }
+    assert pieces["mixed"] < 0.6 * pieces["plain"], pieces
+    assert pipeline.load_bert_tokenizer(cfg, tmp_path / "mixed").encode("cent") == mixed.encode(
+        "cent"
+    )  # read back, not retrained
+    cfg.mix_numbers = 100  # other number documents: the saved tokenizer is refused
+    with pytest.raises(ValueError, match="extra_documents"):
+        pipeline.load_bert_tokenizer(cfg, tmp_path / "mixed")
+    with pytest.raises(ValueError, match="come together"):  # undescribed extra documents
+        load_lm_tokenizer(cfg, tmp_path / "undescribed", extra_documents=["quatre"])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"mix_numbers": 0}, "no number documents"),
+        ({"mix_numbers": 10, "spm_model_path": True}, "is a trained tokenizer"),
+    ],
+)
+def test_mix_numbers_in_tokenizer_needs_numbers_and_a_new_tokenizer(overrides, message, tmp_path):
+    if overrides.get("spm_model_path"):
+        (tmp_path / "tok.model").write_bytes(b"")
+        overrides = {**overrides, "spm_model_path": str(tmp_path / "tok.model")}
+    cfg = _cfg(mix_numbers_in_tokenizer=True, **overrides)
+    with pytest.raises(ValueError, match=f"'mix_numbers_in_tokenizer': True.*{message}"):
+        bert_config.validate_bert_data_config(cfg)

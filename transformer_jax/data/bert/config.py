@@ -33,9 +33,12 @@ def default_bert_data_config() -> ml_collections.ConfigDict:
     c.eval_seed = 1  # Seed of the fixed validation/test pairs and masks.
     # Training documents added to the source's: this many integers of the embedded English /
     # French number corpus's training split, each written in English then in French, one
-    # sentence each (data/bert/numbers_mix.py). 0 = none. The tokenizer and the eval/test
-    # splits stay the source's.
+    # sentence each (data/bert/numbers_mix.py). 0 = none. The eval/test splits stay the
+    # source's, and so does the tokenizer unless `mix_numbers_in_tokenizer`.
     c.mix_numbers = 0
+    # Train the new tokenizer on the number documents too, so that number words of both
+    # languages become pieces of their own (`quatre`, `soixante`) rather than 1-3 letters each.
+    c.mix_numbers_in_tokenizer = False
     c.mix_numbers_seed = 0  # The corpus seed: numbers_pair's numbers_seed keeps its tests out.
     c.mix_numbers_lang = "fr"  # The second language: "fr" or "de".
     c.mix_numbers_per_document = 1  # Integers per document (1: one pair each, English | French).
@@ -71,6 +74,20 @@ def validate_bert_data_config(cfg: ml_collections.ConfigDict) -> None:
     check_choice(cfg, "mix_numbers_lang", EMBEDDED_LANGS)
     check_choice(cfg, "mix_numbers_negatives", MIX_NEGATIVES)
     check_int(cfg, "mix_numbers_neighbours", 1)
+    if cfg.get("mix_numbers_in_tokenizer", False):
+        if not cfg.mix_numbers:
+            raise fail(
+                "mix_numbers_in_tokenizer",
+                "True with mix_numbers=0: there are no number documents to train it on",
+                "Set data.mix_numbers, or leave mix_numbers_in_tokenizer False.",
+            )
+        if cfg.spm_model_path is not None:
+            raise fail(
+                "mix_numbers_in_tokenizer",
+                f"True, but data.spm_model_path={cfg.spm_model_path!r} is a trained tokenizer",
+                "Unset spm_model_path to train one on the number documents too, or leave "
+                "mix_numbers_in_tokenizer False.",
+            )
 
 
 def max_predictions(cfg: ml_collections.ConfigDict) -> int:

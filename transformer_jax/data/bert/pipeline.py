@@ -58,10 +58,29 @@ def check_bert_tokenizer(tokenizer: Tokenizer, origin: str) -> None:
 
 def load_bert_tokenizer(cfg: ml_collections.ConfigDict, workdir) -> Tokenizer:
     """`spm_model_path`, the workdir's tokenizer.model, or a new SentencePiece model with
-    BERT's symbols (see `load_lm_tokenizer`)."""
-    tokenizer = load_lm_tokenizer(cfg, workdir, special_symbols=BERT_SYMBOLS)
+    BERT's symbols (see `load_lm_tokenizer`), trained on the number documents too with
+    `data.mix_numbers_in_tokenizer`."""
+    extra = {}
+    if cfg.get("mix_numbers_in_tokenizer", False):
+        settings = _mix_settings(cfg)
+        documents = number_documents(**settings, cache_dir=as_workdir(workdir).cache)
+        extra = {
+            "extra_documents": ["\n".join(d) for d in documents],
+            "extra_settings": {"mix_numbers": settings},
+        }
+    tokenizer = load_lm_tokenizer(cfg, workdir, special_symbols=BERT_SYMBOLS, **extra)
     check_bert_tokenizer(tokenizer, cfg.spm_model_path or str(as_workdir(workdir).tokenizer_model))
     return tokenizer
+
+
+def _mix_settings(cfg: ml_collections.ConfigDict) -> dict:
+    """`number_documents`' arguments from the `data.mix_numbers` fields."""
+    return {
+        "count": cfg.mix_numbers,
+        "seed": cfg.mix_numbers_seed,
+        "lang": cfg.mix_numbers_lang,
+        "per_document": cfg.mix_numbers_per_document,
+    }
 
 
 def sentence_documents(
@@ -72,13 +91,7 @@ def sentence_documents(
     cache = None if workdir is None else as_workdir(workdir).cache
     sentences = [split_sentences(d) for d in read_documents(cfg, split, cache)]
     if split == "train" and cfg.get("mix_numbers", 0):
-        sentences += number_documents(
-            cfg.mix_numbers,
-            cfg.mix_numbers_seed,
-            cfg.mix_numbers_lang,
-            cfg.mix_numbers_per_document,
-            cache,
-        )
+        sentences += number_documents(**_mix_settings(cfg), cache_dir=cache)
     flat = encode_plain(tokenizer, [s for doc in sentences for s in doc])
     documents, start = [], 0
     for doc in sentences:

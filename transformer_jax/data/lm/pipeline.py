@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import ml_collections
 import numpy as np
@@ -35,7 +37,11 @@ _SPM_PIECE_CHARS = 1 << 15  # Documents are cut to pieces of this size to train 
 
 
 def load_lm_tokenizer(
-    cfg: ml_collections.ConfigDict, workdir, special_symbols: tuple[str, ...] = ()
+    cfg: ml_collections.ConfigDict,
+    workdir,
+    special_symbols: tuple[str, ...] = (),
+    extra_documents: Sequence[str] = (),
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> AnyTokenizer:
     """Bytes, `spm_model_path`, the workdir's tokenizer.model, or a new SentencePiece model
     (a pretrained run's tokenizer, with `config.init_from`, is `tasks.pretrained`'s).
@@ -44,8 +50,12 @@ def load_lm_tokenizer(
     newline piece, so that every text is encoded without loss (no unk: bits per byte stay
     honest), and written to workdir/tokenizer.model with its settings in tokenizer.json.
     `special_symbols` (e.g. BERT's `[CLS] [SEP] [MASK]`) become user-defined pieces with the
-    ids right after the four fixed ones, in order, and are never split.
+    ids right after the four fixed ones, in order, and are never split. `extra_documents`
+    (e.g. BERT's number documents) are added to the sampled training documents, and
+    `extra_settings`, which must describe them, to the settings a saved model is checked by.
     """
+    if bool(extra_documents) != (extra_settings is not None):
+        raise ValueError("extra_documents and extra_settings come together: pass both or neither.")
     if cfg.tokenizer == "byte":
         return ByteTokenizer()
     if cfg.tokenizer == "pretrained":  # The language-model task reads it from init_from.
@@ -64,6 +74,8 @@ def load_lm_tokenizer(
     }
     if special_symbols:
         settings["special_symbols"] = list(special_symbols)
+    if extra_settings is not None:
+        settings["extra_documents"] = dict(extra_settings)
 
     def train() -> Tokenizer:
         documents = read_documents(cfg, "train", workdir.cache)
@@ -71,6 +83,7 @@ def load_lm_tokenizer(
         if len(documents) > cfg.spm_sample_size:
             keep = np.sort(rng.choice(len(documents), cfg.spm_sample_size, replace=False))
             documents = [documents[i] for i in keep]
+        documents = [*documents, *extra_documents]
         pieces = [
             d[i : i + _SPM_PIECE_CHARS]
             for d in documents
