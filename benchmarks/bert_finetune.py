@@ -15,6 +15,12 @@ best checkpoint.
   python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert   # first
   PYTHONPATH=. python benchmarks/bert_finetune.py --pretrained=runs/bert --seeds=0,1,2 \
       --fractions=1,0.1 --tasks=stdlib_packages  # the 10%-labels comparison too
+  python train.py --config=configs/bert_bilingual_pretrain.py --workdir=runs/bert_bilingual
+  PYTHONPATH=. python benchmarks/bert_finetune.py --pretrained=runs/bert_bilingual \
+      --root=runs/bert_finetune_bilingual --seeds=0,1,2 --tasks=numbers_pair
+
+`--steps` sets the steps of the full-label runs (default: the config's); a finished workdir
+that ran another number of steps is refused, not read back under the wrong budget.
 
 Writes a table (mean and range over the seeds) to stdout and JSON to
 `benchmarks/results/bert_finetune.json` (see `--out`).
@@ -95,7 +101,15 @@ def run(
     labels = "" if fraction == 1 else f"-f{fraction:g}"
     workdir = root / f"{name}-{'scratch' if scratch else 'pretrained'}{labels}-s{seed}"
     test, seconds = _test_record(workdir), None  # A finished run is read back, not timed.
-    if test is None:
+    if test is not None:
+        ran = json.loads((workdir / "config.json").read_text())["num_train_steps"]
+        if ran != config.num_train_steps:
+            raise SystemExit(
+                f"{workdir} ran {ran} steps, but this benchmark asks for "
+                f"{config.num_train_steps}: pass --steps={ran} (--fraction_steps for a part of "
+                f"the labels) to read it back, or another --root."
+            )
+    else:
         started = time.time()
         train_and_evaluate(config, str(workdir))
         test, seconds = _test_record(workdir), round(time.time() - started, 1)
@@ -125,12 +139,15 @@ def summary(runs: list[dict], key: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pretrained", required=True, help="A bert_stdlib_pretrain workdir.")
+    parser.add_argument("--pretrained", required=True, help="A bert_pretrain workdir.")
     parser.add_argument("--root", default="runs/bert_finetune", help="Where the runs go.")
     parser.add_argument("--tasks", default=",".join(TASKS), help="Comma-separated task names.")
     parser.add_argument("--seeds", default="0", help="Comma-separated seeds, e.g. 0,1,2.")
     parser.add_argument(
         "--fractions", default="1", help="Comma-separated shares of the training labels."
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="Steps of full-label runs (default: the config's)."
     )
     parser.add_argument(
         "--fraction_steps", type=int, default=150, help="Steps of the runs on a part of the labels."
@@ -147,7 +164,7 @@ def main() -> None:
             key = name if fraction == 1 else f"{name} ({fraction:.0%} of the labels)"
             arms = {}
             for variant in ("pretrained", "scratch"):
-                steps = None if fraction == 1 else args.fraction_steps
+                steps = args.steps if fraction == 1 else args.fraction_steps
                 runs = [
                     run(name, pretrained, root, variant == "scratch", seed, fraction, steps)
                     for seed in seeds
