@@ -26,6 +26,7 @@ CASES = {  # name: (config module, overrides)
     "gpt_stdlib": ("gpt_stdlib", {}),
     "bert_tiny": ("bert_tiny", {}),
     "bert_stdlib_pretrain": ("bert_stdlib_pretrain", {}),
+    "bert_bilingual_pretrain": ("bert_bilingual_pretrain", {}),  # numbers mixed in
     "bert_classify_tiny": ("bert_classify_tiny", {}),
     "bert_numbers_pair": ("bert_numbers_pair", {"init_from": ""}),
     "bert_stdlib_classify": ("bert_stdlib_classify", {"init_from": ""}),

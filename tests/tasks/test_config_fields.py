@@ -36,3 +36,11 @@ def test_task_fields_belong_to_the_tasks_that_read_them():
     assert {"init_from", "baseline_analyzer", "baselines"} <= own_fields("classify")
     assert own_fields("bert_pretrain") == {"init_from", "init_fresh"}  # to continue a run
     assert not own_fields("translation") & set(training_fields(ml_collections.ConfigDict()))
+
+
+def test_the_bilingual_pretraining_is_the_stdlib_one_with_numbers():
+    stdlib = importlib.import_module("configs.bert_stdlib_pretrain").get_config().to_dict()
+    bilingual = importlib.import_module("configs.bert_bilingual_pretrain").get_config().to_dict()
+    added = {"mix_numbers": 2500, "mix_numbers_negatives": "numbers"}
+    assert {k: bilingual["data"][k] for k in added} == added
+    assert bilingual == {**stdlib, "data": {**stdlib["data"], **added}}
