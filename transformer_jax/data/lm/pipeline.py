@@ -19,7 +19,6 @@ from typing import Any
 import ml_collections
 import numpy as np
 
-from transformer_jax import storage
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.hosts import as_workdir, resolve_processes
@@ -113,7 +112,7 @@ def _kept_copy(tokenizer: Tokenizer, origin: str, workdir: Workdir) -> Tokenizer
     kept = workdir.tokenizer_model
     if not kept.exists():
         tokenizer.save(kept)
-    elif kept.read_bytes() != storage.as_path(origin).read_bytes():
+    elif kept.read_bytes() != tokenizer.model_proto:
         raise ValueError(
             f"data.spm_model_path={origin!r} is not the tokenizer {kept} was started with. "
             f"Use a new workdir, or point spm_model_path at the run's tokenizer.model."
