@@ -92,12 +92,22 @@ def compile_command(*args):
 def test_the_command_prints_the_table_and_takes_overrides():
     done = compile_command(
         "--config=configs/tiny.py", "--target=v5e-4", "--mesh=fsdp=2", "--noinference",
-        "--config.model.dtype=bfloat16", "--measured_step_s=0.001",
+        "--config.model.dtype=bfloat16", "--measured_step_s=0.001", "--top_hbm=4",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 1}" in done.stdout
     assert "dtype bfloat16" in done.stdout and "train step" in done.stdout
     assert "of the chip's peak" in done.stdout  # the measured step's utilisation
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[1:3] == ["FLOP", "time"])
+    assert lines[header].split()[3:] == ["HBM", "time", "bound", "bound", "by", "MFU", "ceiling"]
+    assert [line.split()[:2] for line in lines[header + 1 : header + 3]] == [
+        ["train", "step"], ["eval", "step"]]  # fmt: skip
+    assert all(line.endswith("%") for line in lines[header + 1 : header + 3])
+    for program in ("train step", "eval step"):  # each with its 4 largest HBM consumers
+        at = lines.index(next(x for x in lines if x.startswith(f"{program}: the 4 largest HBM")))
+        rows = lines[at + 1 : at + 5]
+        assert all(row.startswith("  ") for row in rows) and any("jit(" in r for r in rows), rows
 
 
 @pytest.mark.parametrize(
@@ -107,6 +117,7 @@ def test_the_command_prints_the_table_and_takes_overrides():
         (["--target=v5e-8", "--mesh=data=3"], 1, "does not fit v5e-8 (8 devices)"),
         (["--target=v5e-8", "--config.model.d_modl=8"], 2, "does not fit the config"),
         (["--target=v5e-8", "--mesh=tensor"], 1, "is not axis=size"),
+        (["--target=v5e-8", "--top_hbm=-1"], 2, "--top_hbm=-1: -1 is not a non-negative"),
     ],
 )
 def test_bad_input_is_one_error_line(args, code, message):

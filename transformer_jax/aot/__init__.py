@@ -64,9 +64,10 @@ def compile_config(
     only: Collection[str] | None = None,
     measured_step_s: float | None = None,
     progress: Callable[[str], None] | None = None,
+    top_hbm: int = 0,
 ) -> CompileReport:
     """Compiles `config`'s programs (those named in `only`, if given) for `target` on its
-    `config.mesh` and reports them.
+    `config.mesh` and reports them (with each program's `top_hbm` largest HBM consumers).
 
     Raises:
       ValueError: an unknown target, a mesh that does not divide it, a config the training
@@ -84,7 +85,7 @@ def compile_config(
         if progress:
             progress(f"compiling the {program.name} for {target.name} ...")
         try:
-            result = compile_program(program, target, the_plan.kernel)
+            result = compile_program(program, target, the_plan.kernel, top_hbm)
         except OutOfMemoryError as e:
             problems.append(e)
             continue
@@ -124,6 +125,7 @@ def fit_config(
     target: str | Target,
     *,
     progress: Callable[[str], None] | None = None,
+    top_hbm: int = 0,
 ) -> tuple[str, dict, CompileReport]:
     """The first of `FIT_SETTINGS` whose train step fits `target`'s memory.
 
@@ -140,7 +142,7 @@ def fit_config(
         if progress:
             progress(f"trying {name} ...")
         report = compile_config(candidate, target, inference=False, only=("train step",),
-                                progress=progress)  # fmt: skip
+                                progress=progress, top_hbm=top_hbm)  # fmt: skip
         if not report.problems:
             return name, overrides, report
     raise report.problems[0]
@@ -186,6 +188,7 @@ def _with_host_cost(result: Compiled, host: Plan, target: Target) -> Compiled:
     return dataclasses.replace(
         result,
         flops=float(cost["flops"]) / target.num_devices,
+        custom_call_flops=0.0,  # The host program's attention is XLA's, already counted.
         # Unfused, the host program reads and writes far more than the compiled one: its bytes
         # would not bound the step from below. The bound is then FLOPs / peak alone.
         bytes_accessed=None,

@@ -1,10 +1,13 @@
 """What a compiled program needs on its target: memory per device against the chip's HBM,
 FLOPs, the collectives it runs, the attention it ended up with, and a roofline bound.
 
-The bound is max(FLOPs / peak FLOP/s, bytes accessed / HBM bandwidth) per device, from the
-compiler's own cost analysis and the chip's published peaks (`targets.CHIPS`): no step can be
-faster, and real steps are slower (communication, imperfect overlap). It is a bound, not a
-measurement.
+The bound is max(FLOP time, HBM time) per device: FLOP time = FLOPs / peak FLOP/s, HBM time =
+bytes accessed / HBM bandwidth, from the compiler's own cost analysis and the chip's published
+peaks (`targets.CHIPS`). No step can be faster, and real steps are slower (communication,
+imperfect overlap): it is a bound, not a measurement. FLOP time / bound is the highest model
+FLOPs utilisation the program could reach. The attention kernels' FLOPs, which the cost
+analysis does not count, are added (`flops.custom_call_flops`); `hlo.hbm_uses` lists the
+instructions that move the most bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import dataclasses
 import re
 import time
 
+from transformer_jax.aot.flops import custom_call_flops
+from transformer_jax.aot.hlo import HbmUse, hbm_uses
 from transformer_jax.aot.programs import Plan, Program
 from transformer_jax.aot.targets import Target
 
@@ -61,6 +66,9 @@ class Compiled:
     unit: str
     loops: bool = False  # Holds a while loop, whose body the cost analysis counts once.
     cost_estimated: bool = False  # FLOPs from the unpartitioned program over the devices.
+    custom_call_flops: float = 0.0  # Of `flops`: the attention custom calls' (`flops.py`).
+    top_hbm: tuple[HbmUse, ...] = ()  # The instructions moving the most HBM bytes.
+    hbm_estimate_bytes: int = 0  # The sum over all instructions of `hlo.hbm_uses`.
 
     @property
     def total_bytes(self) -> int:
@@ -74,8 +82,9 @@ class Compiled:
         )
 
 
-def compile_program(program: Program, target: Target, kernel: str) -> Compiled:
-    """Lowers and compiles `program` for `target`; its figures.
+def compile_program(program: Program, target: Target, kernel: str, top_hbm: int = 0) -> Compiled:
+    """Lowers and compiles `program` for `target`; its figures (with its `top_hbm` largest
+    HBM consumers).
 
     Raises:
       OutOfMemoryError: the compiler found the program too large for the chip's memory.
@@ -92,6 +101,9 @@ def compile_program(program: Program, target: Target, kernel: str) -> Compiled:
     memory = compiled.memory_analysis()
     flops, accessed = _cost(compiled, lowered)
     text = compiled.as_text() or ""
+    # The target program's own analysis (not a host estimate) misses its custom calls' FLOPs.
+    extra = custom_call_flops(text) if flops is not None else 0.0
+    uses = hbm_uses(text) if top_hbm else []
     return Compiled(
         name=program.name,
         compile_s=seconds,
@@ -100,13 +112,16 @@ def compile_program(program: Program, target: Target, kernel: str) -> Compiled:
         alias_bytes=int(memory.alias_size_in_bytes),
         temp_bytes=int(memory.temp_size_in_bytes),
         code_bytes=int(memory.generated_code_size_in_bytes),
-        flops=flops,
+        flops=None if flops is None else flops + extra,
         bytes_accessed=accessed,
         collectives=count_collectives(text),
         attention=attention_in(text, kernel),
         items=program.items,
         unit=program.unit,
         loops=" while(" in text,
+        custom_call_flops=extra,
+        top_hbm=tuple(uses[:top_hbm]),
+        hbm_estimate_bytes=sum(u.bytes for u in uses),
     )
 
 
@@ -177,15 +192,38 @@ def check_fits(result: Compiled, target: Target) -> None:
         )
 
 
-def roofline_seconds(result: Compiled, target: Target) -> float | None:
-    """The lower bound on one call's time: max(FLOPs / peak, bytes / bandwidth) per device."""
+@dataclasses.dataclass(frozen=True)
+class Roofline:
+    """The two terms of the roofline bound of one call, per device, in seconds."""
+
+    flop_s: float  # FLOPs / the chip's peak bf16 FLOP/s.
+    hbm_s: float | None  # Bytes accessed / HBM bandwidth; None where the bytes are unknown.
+
+    @property
+    def bound_s(self) -> float:
+        """No call can be faster: the larger term."""
+        return self.flop_s if self.hbm_s is None else max(self.flop_s, self.hbm_s)
+
+    @property
+    def mfu_ceiling(self) -> float | None:
+        """FLOP time / bound: the highest FLOPs utilisation the call can reach (None where the
+        bytes are unknown)."""
+        return None if self.hbm_s is None else self.flop_s / max(self.bound_s, 1e-30)
+
+
+def roofline(result: Compiled, target: Target) -> Roofline | None:
+    """The roofline terms of `result` on `target`; None without FLOPs."""
     if result.flops is None:
         return None
     chip = target.chip
-    bound = result.flops / chip.peak_bf16_flops
-    if result.bytes_accessed:
-        bound = max(bound, result.bytes_accessed / chip.hbm_bandwidth)
-    return bound
+    hbm = result.bytes_accessed / chip.hbm_bandwidth if result.bytes_accessed else None
+    return Roofline(result.flops / chip.peak_bf16_flops, hbm)
+
+
+def roofline_seconds(result: Compiled, target: Target) -> float | None:
+    """The lower bound on one call's time: max(FLOPs / peak, bytes / bandwidth) per device."""
+    terms = roofline(result, target)
+    return None if terms is None else terms.bound_s
 
 
 def gib(n: int | float) -> str:
@@ -204,8 +242,74 @@ def _flops(r: Compiled, x: float | None) -> str:
     return f"{mark}{x:.3g}"
 
 
+def seconds(x: float) -> str:
+    """A duration in s, ms or us, three significant digits."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x / 1e-6:.3g} us"
+
+
+def byte_size(n: int | float) -> str:
+    """Bytes in B, KiB, MiB or GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _short_op(op_name: str, width: int = 80) -> str:
+    """A JAX op name (`jit(train_step)/jvp(...)/dot_general`), its middle cut if long."""
+    if len(op_name) <= width:
+        return op_name
+    head = width // 3
+    return op_name[:head] + "..." + op_name[-(width - head - 3) :]
+
+
+def _bound_rows(target: Target, results: list[Compiled]) -> list[str]:
+    lines = [
+        f"{'program':<16} {'FLOP time':>11} {'HBM time':>11} {'bound':>11} {'bound by':>10} "
+        f"{'MFU ceiling':>11}"
+    ]
+    for r in results:
+        terms = roofline(r, target)
+        if terms is None:
+            lines.append(f"{r.name:<16} {'n/a':>11} {'n/a':>11} {'n/a':>11}")
+            continue
+        mark = (">=" if r.loops else "") + ("~" if r.cost_estimated else "")
+        hbm = "unknown" if terms.hbm_s is None else mark + seconds(terms.hbm_s)
+        by = "FLOPs only" if terms.hbm_s is None else (
+            "FLOPs" if terms.flop_s >= terms.hbm_s else "HBM"
+        )  # fmt: skip
+        ceiling = "unknown" if terms.mfu_ceiling is None else f"{terms.mfu_ceiling:.1%}"
+        lines.append(
+            f"{r.name:<16} {mark + seconds(terms.flop_s):>11} {hbm:>11} "
+            f"{mark + seconds(terms.bound_s):>11} {by:>10} {ceiling:>11}"
+        )
+    return lines
+
+
+def _top_hbm_rows(r: Compiled) -> list[str]:
+    lines = [
+        f"{r.name}: the {len(r.top_hbm)} largest HBM consumers (estimated bytes per call; "
+        f"{byte_size(r.hbm_estimate_bytes)} over all instructions)"
+    ]
+    name_w = max(len(u.name) for u in r.top_hbm)
+    op_w = max(len(u.opcode) for u in r.top_hbm)
+    shape_w = max(len(u.shape) for u in r.top_hbm)
+    for use in r.top_hbm:
+        loop = "  (in loop)" if use.in_loop else ""
+        lines.append(
+            f"  {byte_size(use.bytes):>10}  {use.name:<{name_w}}  {use.opcode:<{op_w}}  "
+            f"{use.shape:<{shape_w}}  {_short_op(use.op_name) or '-'}{loop}"
+        )
+    return lines
+
+
 def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=None) -> str:
-    """The report: the state per device, then one row per program, then the bounds."""
+    """The report: the state per device, then one row per program (memory and FLOPs), the
+    terms of each program's roofline bound, its attention and collectives, and (when asked
+    for) its largest HBM consumers."""
     chip, mesh = target.chip, plan.mesh
     lines = [
         f"target {target.name}: {target.num_devices} x {chip.name} ({size(chip.hbm_bytes)} "
@@ -216,10 +320,9 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
         f"{size(plan.optimizer_bytes)}",
         "",
         f"{'program':<16} {'compile':>8} {'arguments':>11} {'temporaries':>11} {'code':>9} "
-        f"{'total':>11} {'of HBM':>7} {'FLOPs/device':>13} {'FLOPs/item':>17} {'bound':>9}",
+        f"{'total':>11} {'of HBM':>7} {'FLOPs/device':>13} {'FLOPs/item':>17}",
     ]
     for r in results:
-        bound = roofline_seconds(r, target)
         per_item = (
             None if r.flops is None or not r.items else r.flops * target.num_devices / r.items
         )
@@ -227,19 +330,25 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
             f"{r.name:<16} {r.compile_s:>7.1f}s {size(r.argument_bytes):>11} "
             f"{size(r.temp_bytes):>11} {size(r.code_bytes):>9} {size(r.total_bytes):>11} "
             f"{r.total_bytes / chip.hbm_bytes:>7.1%} {_flops(r, r.flops):>13} "
-            f"{_flops(r, per_item) + ('/' + r.unit if per_item else ''):>17} "
-            f"{'n/a' if bound is None else f'{bound * 1e3:.3g} ms':>9}"
+            f"{_flops(r, per_item) + ('/' + r.unit if per_item else ''):>17}"
         )
     if not results:
         lines.append("(no program fits: see the errors below)")
+    else:
+        lines += ["", *_bound_rows(target, results)]
     lines.append("")
     for r in results:
         collectives = ", ".join(f"{k} x{v}" for k, v in r.collectives.items()) or "none"
         lines.append(f"{r.name}: attention {r.attention}; collectives {collectives}")
+    for r in results:
+        if r.top_hbm:
+            lines += ["", *_top_hbm_rows(r)]
     lines += [
         "",
-        "bound: max(FLOPs / peak bf16 FLOP/s, bytes accessed / HBM bandwidth) per device: a "
-        "lower bound on the time of one call, not a measurement.",
+        "bound: max(FLOP time, HBM time) per device, FLOP time = FLOPs / peak bf16 FLOP/s, "
+        "HBM time = bytes accessed / HBM bandwidth (the compiler's cost analysis): a lower "
+        "bound on the time of one call, not a measurement. MFU ceiling = FLOP time / bound, "
+        "the highest FLOPs utilisation the call can reach.",
         f"Chip figures: {chip.source}.",
     ]
     if any(r.loops for r in results):
@@ -250,8 +359,25 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
     if any(r.cost_estimated for r in results):
         lines.append(
             "~: estimated as the whole step's FLOPs (XLA's analysis of it lowered on this host, "
-            "layers unrolled, one batch) over the devices, the bound from FLOPs alone: the GPU "
-            "compiler gives no cost analysis, and the TPU's counts a loop body once."
+            "layers unrolled, one batch) over the devices: the GPU compiler gives no cost "
+            "analysis, and the TPU's counts a loop body once. Its bytes are unknown (the "
+            "unfused host program's would bound nothing), so the bound is FLOP time alone."
+        )
+    custom = [r for r in results if r.custom_call_flops]
+    if custom:
+        lines.append(
+            "FLOPs include the attention kernels' custom calls ("
+            + ", ".join(f"{r.name} {r.custom_call_flops:.3g}" for r in custom)
+            + "), which the cost analysis does not count, from their shapes: splash forward, "
+            "dq and dkv 4, 6 and 8 x BNTSH, cuDNN forward and backward 4 and 10 x BNTSH, half "
+            "for causal attention."
+        )
+    if any(r.top_hbm for r in results):
+        lines.append(
+            "HBM consumers: each instruction's output plus operand bytes as laid out (tiles "
+            "padded), arrays the compiler keeps in on-chip memory (memory space S(1) and up) "
+            "counted zero, an asynchronous start/done pair once; fusions stand for their "
+            "bodies. Rows marked (in loop) run once per loop iteration."
         )
     train = next((r for r in results if r.name == "train step"), None)
     if measured_step_s and train is not None and train.flops is not None:

@@ -10,10 +10,12 @@ sampling, the classifiers' forward pass) are compiled by the real TPU compiler (
 `aot` extra) or XLA's GPU compiler (the `gpu-aot` extra) from shapes alone: no accelerator,
 no data, nothing allocated. The table gives per device the parameter, optimizer, temporary
 and code memory against the chip's HBM, FLOPs per step and per token, the collectives, the
-attention implementation the program runs and the compile time, then a roofline bound (a lower
-bound on the step time, not a measurement). A program that does not fit is an error saying by
-how much and which config fields to change; `--fit` searches the settings that fit. `--config.`
-overrides work as in train.py; `--mesh` replaces `config.mesh`.
+attention implementation the program runs and the compile time, then the roofline bound's two
+terms, FLOP time and HBM time (the bound, a lower bound on the step time, not a measurement, is
+the larger), and the MFU ceiling they imply; `--top_hbm=N` lists each program's N instructions
+that move the most HBM bytes, with the JAX op each came from. A program that does not fit is an
+error saying by how much and which config fields to change; `--fit` searches the settings that
+fit. `--config.` overrides work as in train.py; `--mesh` replaces `config.mesh`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def define(fv: flags.FlagValues) -> None:
         "fit", False, "Search the settings whose train step fits the target (data parallel, "
         "then fsdp, remat, micro-batches) and report the first that does.", flag_values=fv,
     )  # fmt: skip
+    flags.DEFINE_integer(
+        "top_hbm", 0, "List each program's N largest HBM consumers (instructions of the "
+        "optimised program, by estimated bytes read and written, with their JAX op).",
+        lower_bound=0, flag_values=fv,
+    )  # fmt: skip
     flags.DEFINE_float(
         "measured_step_s", None, "A train step time measured on the target, in seconds: "
         "prints the FLOPs utilisation it means.", flag_values=fv,
@@ -80,7 +87,9 @@ def body(fv: flags.FlagValues, args: list[str]) -> int:
         raise ValueError(f"--measured_step_s must be > 0, got {fv['measured_step_s'].value}.")
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     if fv["fit"].value:
-        name, overrides, report = fit_config(config, fv["target"].value, progress=progress)
+        name, overrides, report = fit_config(
+            config, fv["target"].value, progress=progress, top_hbm=fv["top_hbm"].value
+        )
         flags_text = " ".join(f"--config.{k}={v}" for k, v in overrides.items() if k != "mesh")
         mesh = ",".join(f"{k}={v}" for k, v in overrides["mesh"].items())
         print(f"fits with {name}: --mesh={mesh} {flags_text}".rstrip(), flush=True)
@@ -91,6 +100,7 @@ def body(fv: flags.FlagValues, args: list[str]) -> int:
             inference=fv["inference"].value,
             measured_step_s=fv["measured_step_s"].value,
             progress=progress,
+            top_hbm=fv["top_hbm"].value,
         )
     print(report.text, flush=True)
     for problem in report.problems:
