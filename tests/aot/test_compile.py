@@ -44,11 +44,12 @@ def test_tiny_configs_compile_for_a_tpu_slice_on_a_three_axis_mesh(name):
     result = compile_config(config, "v5e-8")
     assert result.problems == []
     assert [r.name for r in result.results] == ["train step", "eval step", *SERVING[name]]
-    assert result.plan.kernel == "xla"  # the TPU's choice, made on this CPU host
+    assert result.plan.kernel == "splash"  # the TPU's choice, made on this CPU host
     assert dict(result.plan.mesh.shape) == MESH
     assert result.plan.param_bytes > 0 and result.plan.optimizer_bytes > 0
-    for r in result.results:
-        assert r.attention == "xla"
+    for r in result.results:  # splash runs in every program: forward, and its gradients
+        want = "splash fwd+dq+dkv" if r.name == "train step" else "splash fwd"
+        assert r.attention == want, r.name
         assert r.argument_bytes > 0 and r.total_bytes > r.argument_bytes - r.alias_bytes
         assert r.flops is not None and r.flops > 0 and not r.cost_estimated
         assert report.roofline_seconds(r, result.target) > 0
@@ -56,6 +57,27 @@ def test_tiny_configs_compile_for_a_tpu_slice_on_a_three_axis_mesh(name):
     assert train.collectives.get("all-gather", 0) > 0  # fsdp gathers the parameters
     assert train.collectives.get("all-reduce", 0) > 0  # the gradients
     assert "train step" in result.text and "TPU v5e" in result.text
+
+
+# The other TPU generations, each with models chosen so that every model runs on one of them
+# besides v5e above (each compile costs seconds; v5e compiles every model).
+OTHER_TPUS = {"v4-8": ["tiny", "vit_tiny"], "v5p-8": ["gpt_tiny"], "v6e-8": ["bert_tiny"]}
+
+
+@pytest.mark.parametrize(
+    ("target", "name"), [(t, n) for t, names in OTHER_TPUS.items() for n in names]
+)
+def test_splash_runs_on_every_tpu_generation(target, name):
+    """Splash is the attention of the train, eval and serving programs on v4, v5p and v6e too:
+    chosen from the target's devices, never from this CPU host."""
+    config = CONFIGS[name].get_config()
+    config.mesh = {"data": -1, "fsdp": 1, "tensor": 2}
+    result = compile_config(config, target)
+    assert result.problems == []
+    assert result.plan.kernel == "splash"
+    for r in result.results:
+        want = "splash fwd+dq+dkv" if r.name == "train step" else "splash fwd"
+        assert r.attention == want, r.name
 
 
 def test_a_plan_too_large_for_the_chip_says_by_how_much_and_what_to_change():

@@ -180,7 +180,7 @@ def test_kernel_is_causal_equals_the_causal_mask(kind):
 
 def test_resolve_kernel_by_backend_and_dtype():
     assert resolve_kernel("auto", jnp.float32, "cpu") == "reference"
-    assert resolve_kernel("auto", jnp.float32, "tpu") == "xla"
+    assert resolve_kernel("auto", jnp.float32, "tpu") == "splash"
     assert resolve_kernel("auto", jnp.bfloat16, "gpu") == "cudnn"
     assert resolve_kernel("auto", jnp.float32, "gpu") == "xla"  # cuDNN flash takes 16-bit only
     assert resolve_kernel("xla", jnp.float32, "cpu") == "xla"

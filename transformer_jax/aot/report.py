@@ -24,6 +24,8 @@ from transformer_jax.aot.targets import Target
 
 COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all")
 _CUDNN_ATTENTION = re.compile(r'custom_call_target="(__cudnn\$fmha[A-Za-z]*)"')
+# Splash attention's Pallas kernels, by the names of their custom calls (forward, dq, dkv).
+_SPLASH_ATTENTION = re.compile(r"%splash_mha_(fwd|dq|dkv)[\w.]* = ")
 _OOM = re.compile(r"\(([\d.]+[KMGT]?)\) exceeds available HBM \(([\d.]+[KMGT]?)\)")
 
 # The config fields that trade memory for time or spread it over more chips.
@@ -149,13 +151,17 @@ def count_collectives(hlo_text: str) -> dict[str, int]:
 
 
 def attention_in(hlo_text: str, kernel: str) -> str:
-    """The attention the compiled program runs: cuDNN's fused kernels by their custom calls,
-    else what the model chose ("xla": XLA's fused ops; "reference": the written-out einsums)."""
+    """The attention the compiled program runs: cuDNN's or splash's fused kernels by their
+    custom calls, else what the model chose ("xla": XLA's fused ops; "reference": the
+    written-out einsums)."""
     calls = sorted(set(_CUDNN_ATTENTION.findall(hlo_text)))
     if calls:
         return "cudnn " + "+".join(c.removeprefix("__cudnn$") for c in calls)
-    if kernel == "cudnn":  # Cached decoding attends through the equation; or a logged fallback.
-        return "no cuDNN call (cached decoding, or XLA where cuDNN could not: see the log)"
+    kernels = set(_SPLASH_ATTENTION.findall(hlo_text))
+    if kernels:
+        return "splash " + "+".join(k for k in ("fwd", "dq", "dkv") if k in kernels)
+    if kernel in ("cudnn", "splash"):  # Cached decoding attends through the equation.
+        return f"no {kernel} call (cached decoding, or XLA where {kernel} could not: see the log)"
     return kernel
 
 

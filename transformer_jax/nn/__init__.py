@@ -4,6 +4,7 @@ No module here knows about a model or a task: models are assembled from `BlockSp
 """
 
 from transformer_jax.nn.attention import (
+    Segments,
     causal_mask,
     combine_masks,
     dot_product_attention,
@@ -35,6 +36,7 @@ __all__ = [
     "LayerNorm",
     "MemoryKV",
     "MultiHeadAttention",
+    "Segments",
     "Stack",
     "causal_mask",
     "combine_masks",

@@ -6,8 +6,12 @@ to `[B, N, T, S]`.
 
 Two implementations compute the same function. `dot_product_attention` is the reference: the
 equation written out, with attention weights to return and dropout on them. `kernel_attention`
-hands the work to `jax.nn.dot_product_attention` (XLA's fused attention, cuDNN's flash attention
-on NVIDIA GPUs), which never returns the weights; `attention_kernel` says which a model uses.
+hands the work to a fused kernel (XLA's, cuDNN's flash attention on NVIDIA GPUs, splash
+attention on TPUs), which never returns the weights; `attention_kernel` says which a model uses.
+
+Packed rows' masks can stay factored as `Segments` (query and key ids) instead of a dense
+`[B, 1, T, S]` array: flash kernels take them so, and the dense form is built only where the
+written-out equation needs it (`as_dense`).
 """
 
 from __future__ import annotations
@@ -17,16 +21,40 @@ import functools
 import jax
 import jax.numpy as jnp
 from absl import logging
+from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
+from transformer_jax.nn import splash
 from transformer_jax.sharding import target_platform
 
-Mask = Bool[Array, "#B #N #T #S"]
+
+@struct.dataclass
+class Segments:
+    """The mask of packed rows, factored: query t of row b may attend to key s iff
+    `q[b, t] == kv[b, s]` and `kv[b, s] != 0` (segment 0 is padding). The same mask as
+    `segment_mask(q, kv)`, without building it."""
+
+    q: Int[Array, "#B T"]
+    kv: Int[Array, "#B S"]
+
+    def dense(self) -> Bool[Array, "#B 1 T S"]:
+        return segment_mask(self.q, self.kv)
+
+
+Mask = Bool[Array, "#B #N #T #S"] | Segments
 
 # How a model computes attention when it does not return the weights (a model config field):
 # "auto" picks per target platform (`resolve_kernel`), "reference" the written-out equation,
-# "xla" and "cudnn" the implementations of `jax.nn.dot_product_attention`.
-ATTENTION_KERNELS = ("auto", "reference", "xla", "cudnn")
+# "xla" and "cudnn" the implementations of `jax.nn.dot_product_attention`, "splash" the Pallas
+# flash attention for TPUs (`nn.splash`).
+ATTENTION_KERNELS = ("auto", "reference", "xla", "cudnn", "splash")
+# The platforms each explicit kernel runs on.
+KERNEL_PLATFORMS = {
+    "reference": ("cpu", "gpu", "tpu"),
+    "xla": ("cpu", "gpu", "tpu"),
+    "cudnn": ("gpu",),
+    "splash": ("tpu",),
+}
 
 
 def key_mask(attention_mask: Bool[Array, "B S"]) -> Bool[Array, "B 1 1 S"]:
@@ -56,15 +84,37 @@ def segment_mask(
     return (same & (kv_segment_ids[:, None, :] != 0))[:, None]
 
 
+def is_key_mask(mask) -> bool:
+    """Whether `mask` is a dense mask that varies only along the keys (`[#B, 1, 1, S]`)."""
+    return not isinstance(mask, Segments) and mask.shape[1] == 1 and mask.shape[2] == 1
+
+
 def combine_masks(*masks: Mask | None) -> Mask | None:
-    """Logical AND of the given masks, skipping `None`; `None` when none is given."""
+    """Logical AND of the given masks, skipping `None`; `None` when none is given.
+
+    `Segments` combined with key masks stay `Segments` (a masked key joins segment 0); with
+    any other mask the result is dense.
+    """
     present = [m for m in masks if m is not None]
     if not present:
         return None
+    segments = [m for m in present if isinstance(m, Segments)]
+    if len(segments) == 1 and all(is_key_mask(m) for m in present if m is not segments[0]):
+        out = segments[0]
+        for m in present:
+            if m is not out:
+                out = out.replace(kv=jnp.where(m[:, 0, 0, :], out.kv, 0))
+        return out
+    present = [as_dense(m) for m in present]
     out = present[0]
     for m in present[1:]:
         out = jnp.logical_and(out, m)
     return out
+
+
+def as_dense(mask: Mask | None) -> Bool[Array, "#B #N #T #S"] | None:
+    """`mask` as a boolean array broadcastable to `[B, N, T, S]`."""
+    return mask.dense() if isinstance(mask, Segments) else mask
 
 
 def dropout(x: Array, rate: float, rng: jax.Array | None, deterministic: bool) -> Array:
@@ -103,7 +153,7 @@ def dot_product_attention_weights(
     depth = query.shape[-1]
     logits = jnp.einsum("BTNH,BSNH->BNTS", query, key, preferred_element_type=jnp.float32)
     logits = logits / jnp.sqrt(jnp.float32(depth))
-    return masked_softmax(logits, mask).astype(query.dtype)
+    return masked_softmax(logits, as_dense(mask)).astype(query.dtype)
 
 
 def heads_first_attention(
@@ -124,7 +174,8 @@ def heads_first_attention(
     depth = query.shape[-1]
     query = query.swapaxes(1, 2)  # [B, N, T, H]
     logits = jnp.einsum("BNTH,BNSH->BNTS", query, key, preferred_element_type=jnp.float32)
-    weights = masked_softmax(logits / jnp.sqrt(jnp.float32(depth)), mask).astype(value.dtype)
+    weights = masked_softmax(logits / jnp.sqrt(jnp.float32(depth)), as_dense(mask))
+    weights = weights.astype(value.dtype)
     return jnp.einsum("BNTS,BNSH->BNTH", weights, value).swapaxes(1, 2)
 
 
@@ -165,18 +216,29 @@ def resolve_kernel(kernel: str, dtype, platform: str | None = None) -> str:
     platform of the mesh's devices, so a program compiled for a TPU or GPU from a CPU host
     makes its target's choice).
 
-    "auto" is "cudnn" on GPUs for 16-bit dtypes (cuDNN's flash attention takes only those),
-    "xla" on other GPU and TPU runs, and "reference" on CPUs, where XLA's fused attention is
-    slower than the written-out equation over a forward and backward pass (see
+    "auto" is "splash" on TPUs, "cudnn" on GPUs for 16-bit dtypes (cuDNN's flash attention
+    takes only those) and "xla" on other GPU runs, and "reference" on CPUs, where XLA's fused
+    attention is slower than the written-out equation over a forward and backward pass (see
     benchmarks/attention_kernels.py).
+
+    Raises:
+      ValueError: an unknown kernel, or one that does not run on `platform` (naming those
+        that do).
     """
     check_kernel(kernel)
-    if kernel != "auto":
-        return kernel
     platform = platform or target_platform()
-    if platform == "gpu":
-        return "cudnn" if jnp.dtype(dtype).itemsize == 2 else "xla"
-    return "xla" if platform == "tpu" else "reference"
+    if kernel == "auto":
+        if platform == "gpu":
+            return "cudnn" if jnp.dtype(dtype).itemsize == 2 else "xla"
+        return "splash" if platform == "tpu" else "reference"
+    if platform not in KERNEL_PLATFORMS[kernel]:
+        usable = [k for k, where in KERNEL_PLATFORMS.items() if platform in where]
+        raise ValueError(
+            f"attention_kernel={kernel!r} runs only on {'/'.join(KERNEL_PLATFORMS[kernel])}, "
+            f"and this program is for {platform}: use one of {['auto', *usable]} "
+            "(--config.model.attention_kernel=auto picks the platform's best)."
+        )
+    return kernel
 
 
 def check_kernel(kernel: str) -> str:
@@ -199,10 +261,11 @@ def kernel_attention(
 
     Args:
       query, key, value: `[B, T, N, H]`, `[B, S, N, H]`, `[B, S, N, H]`.
-      mask: boolean, broadcastable to `[B, N, T, S]`, True where attending is allowed.
+      mask: boolean, broadcastable to `[B, N, T, S]`, True where attending is allowed, or
+        `Segments`.
       is_causal: also mask keys after each query (§3.2.3) without building a `[T, T]` mask
         (the form flash kernels take); self-attention only (T = S).
-      implementation: "xla" or "cudnn".
+      implementation: "xla", "cudnn" or "splash".
 
     Returns:
       `[B, T, N, H]`, equal to the reference to float rounding; a query with no key it may
@@ -213,18 +276,56 @@ def kernel_attention(
             f"is_causal needs as many queries as keys (self-attention), got {query.shape[1]} "
             f"queries and {key.shape[1]} keys."
         )
-    if implementation == "cudnn":
-        out = _cudnn_or_xla(query, key, value, mask, is_causal)
+    if implementation == "splash":
+        out = _splash_or_xla(query, key, value, mask, is_causal)
+    elif implementation == "cudnn":
+        out = _cudnn_or_xla(query, key, value, as_dense(mask), is_causal)
     else:
+        mask = as_dense(mask)
         out = jax.nn.dot_product_attention(
             query, key, value, mask=mask, is_causal=is_causal, implementation=implementation
         )
     if mask is None:
         return out
+    mask = as_dense(mask)
     if is_causal:  # Query t sees keys 0..t: one of those must be allowed, not any in the row.
         mask = jnp.logical_and(mask, causal_mask(query.shape[1]))
     any_key = jnp.any(mask, axis=-1)  # [#B, #N, #T]
     return jnp.where(any_key.swapaxes(1, 2)[..., None], out, jnp.zeros((), out.dtype))
+
+
+def _splash_or_xla(query, key, value, mask, is_causal):
+    """Splash attention, or XLA's where splash cannot take these inputs (logged once per
+    shape with the reason: a mask that is neither keys nor segments, rows or heads that do
+    not split over the mesh)."""
+    try:
+        q_ids, kv_ids = splash_segments(mask, query.shape[0])
+        return splash.splash_attention(
+            query, key, value, q_segments=q_ids, kv_segments=kv_ids, is_causal=is_causal
+        )
+    except splash.SplashUnsupported as e:
+        splash.log_fallback(query.shape, key.shape, str(query.dtype), str(e))
+        return jax.nn.dot_product_attention(
+            query, key, value, mask=as_dense(mask), is_causal=is_causal, implementation="xla"
+        )
+
+
+def splash_segments(mask: Mask | None, batch: int) -> tuple[Array | None, Array | None]:
+    """(query ids, key ids) that say what `mask` says, for `splash.splash_attention`.
+
+    Raises:
+      splash.SplashUnsupported: a dense mask that varies per query (not keys, not segments).
+    """
+    if mask is None:
+        return None, None
+    if isinstance(mask, Segments):
+        return mask.q, jnp.where(mask.kv != 0, mask.kv, splash.MASKED_KEY)
+    if is_key_mask(mask):
+        keys = jnp.broadcast_to(mask[:, 0, 0, :], (batch, mask.shape[-1]))
+        return None, jnp.where(keys, 1, splash.MASKED_KEY)
+    raise splash.SplashUnsupported(
+        f"a mask of shape {tuple(mask.shape)} that is neither keys nor segments"
+    )
 
 
 def _cudnn_or_xla(query, key, value, mask, is_causal):

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
-from transformer_jax.nn.attention import dropout
+from transformer_jax.nn.attention import Segments, dropout
 from transformer_jax.nn.layers import FeedForward, LayerNorm
 from transformer_jax.nn.multi_head import KVCache, MemoryKV, MultiHeadAttention
 from transformer_jax.nn.stacked import layer_view, stack_modules
@@ -32,8 +32,8 @@ REMAT = {
     "full": jax.checkpoint_policies.nothing_saveable,
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
 }
-SelfMask = Bool[Array, "#B #N #T #T"]
-CrossMask = Bool[Array, "#B #N #T #S"]
+SelfMask = Bool[Array, "#B #N #T #T"] | Segments
+CrossMask = Bool[Array, "#B #N #T #S"] | Segments
 CacheMask = Bool[Array, "#B #N #T #C"]
 # Cross-attention mask while decoding: one row per input (I), which its beams' rows share.
 MemoryMask = Bool[Array, "#I #N #T #S"]

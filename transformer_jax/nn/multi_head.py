@@ -31,6 +31,7 @@ from transformer_jax.nn.attention import (
     combine_masks,
     dot_product_attention,
     heads_first_attention,
+    is_key_mask,
     kernel_attention,
     resolve_kernel,
 )
@@ -301,10 +302,29 @@ class MultiHeadAttention(nnx.Module):
         """
         if isinstance(cache, MemoryKV):
             return self._output(self._memory_attention(x_q, cache, mask)), cache
-        cache, live = cache.update(*self.key_value(x_q))
+        k, v = self.key_value(x_q)
+        new, live = cache.update(k, v)
         q = self._project(x_q, self.query, "query_bias")
-        heads = heads_first_attention(q, cache.key, cache.value, combine_masks(live, mask))
-        return self._output(heads), cache
+
+        def through_cache():
+            return heads_first_attention(q, new.key, new.value, combine_masks(live, mask))
+
+        if x_q.shape[1] > 1 and self._prefill_kernel(mask):
+            # A prompt written into an empty cache attends only to itself: a causal
+            # self-attention over its own keys, which the kernel runs without the cache.
+            def prompt_only():
+                own = None if mask is None else mask[..., : x_q.shape[1]]
+                return kernel_attention(q, k, v, own, is_causal=True, implementation="splash")
+
+            heads = jax.lax.cond(cache.index == 0, prompt_only, through_cache)
+        else:
+            heads = through_cache()
+        return self._output(heads), new
+
+    def _prefill_kernel(self, mask) -> bool:
+        """Whether a prompt's first pass runs the splash kernel (TPUs; a mask over keys only)."""
+        kernel = resolve_kernel(self.attention_kernel, self.dtype)
+        return kernel == "splash" and (mask is None or is_key_mask(mask))
 
     def _memory_attention(
         self, x_q: Float[Array, "R T D"], memory: MemoryKV, mask: Mask | None

@@ -18,12 +18,12 @@ from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
 from transformer_jax.models.fields import SINUSOIDAL, block_spec
 from transformer_jax.nn import (
     Embedding,
+    Segments,
     Stack,
     combine_masks,
     dropout,
     fold,
     key_mask,
-    segment_mask,
     sinusoidal_encoding,
 )
 from transformer_jax.sharding import constrain_batch
@@ -115,7 +115,7 @@ class DecoderOnly(nnx.Module):
             if positions is None:
                 positions = positions_after_padding(attention_mask)
         if segment_ids is not None:
-            mask = combine_masks(segment_mask(segment_ids, segment_ids), mask)
+            mask = combine_masks(Segments(segment_ids, segment_ids), mask)
         x = self._embed(tokens, positions, fold(rng, 0), deterministic)
         y, weights = self.decoder(
             x, mask, rng=fold(rng, 1), deterministic=deterministic, return_weights=return_attention

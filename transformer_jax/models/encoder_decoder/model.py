@@ -21,11 +21,11 @@ from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 from transformer_jax.models.fields import SINUSOIDAL, block_spec
 from transformer_jax.nn import (
     Embedding,
+    Segments,
     Stack,
     dropout,
     fold,
     padding_mask,
-    segment_mask,
     sinusoidal_encoding,
 )
 from transformer_jax.nn.layers import xavier_uniform
@@ -125,7 +125,7 @@ class EncoderDecoder(nnx.Module):
     ):
         """Source tokens -> memory `[B, S, D]` (and per-layer self-attention weights if asked)."""
         if src_segment_ids is not None:
-            mask = segment_mask(src_segment_ids, src_segment_ids)
+            mask = Segments(src_segment_ids, src_segment_ids)
         else:
             mask = padding_mask(src, self.cfg.pad_id)
         x = self._embed(self.src_embed, src, src_positions, fold(rng, 0), deterministic)
@@ -161,8 +161,8 @@ class EncoderDecoder(nnx.Module):
         if tgt_segment_ids is not None:
             if src_segment_ids is None:
                 raise ValueError("decode: tgt_segment_ids given without src_segment_ids.")
-            self_mask = segment_mask(tgt_segment_ids, tgt_segment_ids)
-            cross_mask = segment_mask(tgt_segment_ids, src_segment_ids)
+            self_mask = Segments(tgt_segment_ids, tgt_segment_ids)
+            cross_mask = Segments(tgt_segment_ids, src_segment_ids)
         else:
             # Causal attention alone keeps every real target from reading the right padding;
             # target ids never mask (Marian's decoder starts from the pad token itself).

@@ -37,7 +37,7 @@ class EncoderOnlyConfig(TransformerFields):
     num_labels: int = 2  # Classes of the sequence / token classification heads.
     pool: str = "cls"  # The whole input as one vector: "cls" (BERT's pooler) or "mean".
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
-    attention_kernel: str = "auto"  # "auto" (by the mesh devices), "reference", "xla", "cudnn".
+    attention_kernel: str = "auto"  # "auto" (per device), "reference", "xla", "cudnn", "splash".
     scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
     remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
     pad_id: int = PAD_ID  # Id batches pad with; the model never reads it (masks mark padding).

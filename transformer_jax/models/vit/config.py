@@ -41,7 +41,7 @@ class VitConfig(TransformerFields):
     use_bias: bool = True  # Biases in attention projections (keys never have one).
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon.
     dtype: str = "float32"  # Computation dtype: "float32" or "bfloat16"; parameters stay float32.
-    attention_kernel: str = "auto"  # "auto" (by the mesh devices), "reference", "xla", "cudnn".
+    attention_kernel: str = "auto"  # "auto" (per device), "reference", "xla", "cudnn", "splash".
     scan_layers: bool = False  # Run the layers as one lax.scan: one block compiled, any depth.
     remat: str = "none"  # Backward pass recomputes: "none", "full" (least memory) or "dots".
 
