@@ -126,3 +126,9 @@ def test_on_a_compiled_tiny_program_the_total_is_near_the_cost_analysis():
     assert [u.bytes for u in uses] == sorted((u.bytes for u in uses), reverse=True)
     assert all(u.opcode not in hlo.FREE for u in uses)
     assert any(u.op_name.startswith("jit(eval_step)/") for u in uses[:10])
+
+
+def test_loops_that_run_matrix_products():
+    assert hlo.matmul_loops(MODULE) == []  # its loop body multiplies elementwise
+    dot = "dot(%param_0, %param_0), lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    assert hlo.matmul_loops(MODULE.replace("multiply(%param_0, %param_0)", dot)) == ["w"]

@@ -284,6 +284,48 @@ def program_computations(computations: dict[str, Computation]) -> dict[str, bool
     return found
 
 
+_CALLS = re.compile(
+    r"\b(?:calls|to_apply|body|condition|true_computation|false_computation)=%?([\w.\-]+)"
+    r"|\b(?:branch_computations|called_computations)=\{([^{}]*)\}"
+)
+# Matrix products: XLA's own, and the custom calls of cuBLAS, cuDNN and Pallas kernels.
+_MATMUL_CALL = re.compile(r'custom_call_target="(__cublas|__cudnn|tpu_custom_call)')
+
+
+def _callees(instruction: Instruction) -> list[str]:
+    """Every computation an instruction calls (fusion bodies and reducers included)."""
+    names = []
+    for single, listed in _CALLS.findall(instruction.attributes):
+        names += [single] if single else [n.strip().lstrip("%") for n in listed.split(",")]
+    return [n for n in names if n]
+
+
+def matmul_loops(text: str) -> list[str]:
+    """The while loops of a module whose bodies run matrix products (scanned layers,
+    micro-batches, decoding steps), by instruction name; not the small loops of integer
+    work (XLA's CPU random bits)."""
+    computations = parse_module(text)
+    known: dict[str, bool] = {}
+
+    def has_matmul(name: str) -> bool:
+        if name not in known:
+            known[name] = False  # A computation is never its own callee; guards a bad text.
+            known[name] = any(
+                i.opcode in ("dot", "convolution")
+                or (i.opcode == "custom-call" and _MATMUL_CALL.search(i.attributes))
+                or any(has_matmul(c) for c in _callees(i) if c in computations)
+                for i in computations[name].instructions
+            )
+        return known[name]
+
+    return [
+        i.name
+        for c in computations.values()
+        for i in c.instructions
+        if i.opcode == "while" and has_matmul((i.attribute("body") or "").lstrip("%"))
+    ]
+
+
 def hbm_uses(text: str, *, hbm_only: bool = True) -> list[HbmUse]:
     """Every instruction of the module's programs with the HBM bytes it moves (estimated as
     the module doc says), largest first; `hbm_only=False` counts every memory space."""
