@@ -50,6 +50,8 @@ def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.test_checkpoint = "best"  # Final test on "best" (by validation), "last" or "average".
     c.test_average_last = 0  # With "average": how many last checkpoints to average (2 or more).
     c.max_nonfinite_steps = 10  # NaN/Inf steps in a row (each skipped) that stop the run.
+    c.profile_steps = (0, 0)  # (first step, count) to trace into workdir/profile; (0, 0) = off.
+    c.chip_peak_flops = 0.0  # One device's peak FLOP/s for the logged mfu; 0 = the chip table's.
     return c
 
 

@@ -91,6 +91,20 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def upload_tree(local: str | os.PathLike, dest: str | os.PathLike) -> None:
+    """Copies every file under the local folder `local` to the same place under `dest`
+    (local or remote), folders included."""
+    dest = as_path(dest)
+    for folder, _, files in sorted(os.walk(local)):
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            target = dest / os.path.relpath(path, local)
+            if not is_remote(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "rb") as f:
+                target.write_bytes(f.read())
+
+
 class LineAppender:
     """Appends lines to a text file (e.g. metrics.jsonl), keeping what it held before.
 

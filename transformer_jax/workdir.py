@@ -11,6 +11,8 @@
                          (`meta/metadata`: the seed, and the run id and model hash of run.json)
     best/<step>/         the best save by the task's validation metric
     metrics.jsonl, tensorboard/, curves.png    logs and plots
+    profile/             `jax.profiler` traces of `config.profile_steps`
+                         (plugins/profile/RUN/HOST.xplane.pb, *.trace.json.gz)
     eval/                hypotheses and scores written by `python -m transformer_jax.evaluate`
 
 A workdir is a local folder or a Cloud Storage URI (`gs://bucket/run`): every path is an
@@ -167,6 +169,7 @@ class Workdir:
     metrics = _child("metrics.jsonl")
     tensorboard = _child("tensorboard")
     curves = _child("curves.png")
+    profile = _child("profile")  # TensorBoard's / XProf's --logdir for the traces.
     eval = _child("eval")
 
     # ------------------------------------------------------------------------------ files

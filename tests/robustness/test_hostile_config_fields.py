@@ -184,6 +184,9 @@ def test_d_model_not_divisible_by_num_heads_is_refused(name):
         ("gpt_tiny", "model.layer_norm_eps=0", "layer_norm_eps must be in (0, 1)"),
         ("vit_tiny", "model.patch_size=0", "patch_size must be a positive integer"),
         ("bert_tiny", "model.norm=middle", "norm='middle' is not one of"),
+        ("tiny", "profile_steps=59,3", "profile_steps=(59, 3) is outside the run's steps 1 to 60"),
+        ("tiny", "profile_steps=10", "config.profile_steps=(10,): give the first step"),
+        ("tiny", "chip_peak_flops=-1", "config.chip_peak_flops=-1.0 must be a finite number"),
     ],
 )
 def test_command_line_overrides_are_refused_naming_the_field(config_file, override, message):

@@ -21,10 +21,10 @@ from jax.sharding import Mesh
 from transformer_jax import models
 from transformer_jax import sharding as shd
 from transformer_jax.nn.attention import resolve_kernel
-from transformer_jax.training.loop import check_batch_split, validate_train_config
 from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.state import abstract_train_state
 from transformer_jax.training.step import compile_steps
+from transformer_jax.training.validation import check_batch_split, validate_train_config
 
 
 @dataclasses.dataclass(frozen=True)

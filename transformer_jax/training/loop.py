@@ -18,7 +18,7 @@ from flax import nnx
 
 from transformer_jax import models, tasks
 from transformer_jax.inference import loading
-from transformer_jax.sharding import BATCH_AXES, MESH_AXES, make_mesh, mesh_sizes
+from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks.pretrained import init_fresh_names
 from transformer_jax.training.checkpointing import (
     Checkpoints,
@@ -31,102 +31,14 @@ from transformer_jax.training.checkpointing import (
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
 from transformer_jax.training.nonfinite import NonFiniteCounter
-from transformer_jax.training.optimizer import check_fields as check_optimizer_fields
 from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.preemption import Preemption
+from transformer_jax.training.profiling import Profiler, Utilisation
 from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
 from transformer_jax.training.step import compile_steps, global_batch
+from transformer_jax.training.validation import validate_train_config
 from transformer_jax.workdir import RunIdentity, Workdir
-
-_POSITIVE = (
-    "num_train_steps",
-    "warmup_steps",
-    "log_every",
-    "eval_every",
-    "checkpoint_every",
-    "keep_checkpoints",
-    "grad_accum_steps",
-    "max_nonfinite_steps",
-)
-TEST_CHECKPOINTS = ("best", "last", "average")
-
-
-def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]:
-    """Checks the whole config once, at the boundary; returns the task's class.
-
-    Raises:
-      ValueError: naming the first bad field and what to set instead.
-    """
-    for name in _POSITIVE:
-        value = config[name]
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"config.{name} must be a positive integer, got {value!r}.")
-    rows = config.data.batch_multiple
-    if config.grad_accum_steps > 1 and rows % config.grad_accum_steps:
-        raise ValueError(
-            f"config.grad_accum_steps={config.grad_accum_steps} must divide "
-            f"config.data.batch_multiple={rows} so batches split into equal micro-batches."
-        )
-    if "task" not in config or "name" not in config.model:
-        raise ValueError(
-            "config.task and config.model.name must name the task and the model, e.g. "
-            'c.task = "translation" and c.model = models.config_section("encoder_decoder", '
-            '"base") as configs/common.py does.'
-        )
-    check_optimizer_fields(config)
-    if config.get("test_checkpoint", "best") not in TEST_CHECKPOINTS:
-        raise ValueError(
-            f"config.test_checkpoint={config.test_checkpoint!r}: use one of "
-            f"{', '.join(map(repr, TEST_CHECKPOINTS))} (the final test's parameters: the best "
-            f"by the validation metric, the last step's, or the mean of the last "
-            f"config.test_average_last checkpoints)."
-        )
-    if config.get("test_checkpoint") == "average":
-        count, keep = config.get("test_average_last", 0), config.keep_checkpoints
-        if not isinstance(count, int) or isinstance(count, bool) or not 2 <= count <= keep:
-            raise ValueError(
-                f"config.test_average_last={count!r}: test_checkpoint='average' needs an integer "
-                f"from 2 to config.keep_checkpoints ({keep}), the number of last checkpoints "
-                f"whose parameters are averaged; raise keep_checkpoints to average more."
-            )
-        steps, every = config.num_train_steps, config.checkpoint_every
-        saves = steps // every + (steps % every > 0)  # every `every` steps, and the last
-        if count > saves:
-            raise ValueError(
-                f"config.test_average_last={count}: the run saves only {saves} checkpoints "
-                f"(num_train_steps={steps}, checkpoint_every={every}). Average at most {saves}, "
-                f"or save more often."
-            )
-    models.get(config.model.name)
-    task_cls = tasks.get(config.task)
-    task_cls.validate(config)
-    check_batch_split(config, jax.device_count())
-    return task_cls
-
-
-def check_batch_split(config: ml_collections.ConfigDict, num_devices: int) -> None:
-    """Refuses a mesh (over `num_devices`) whose batch axes do not divide every batch.
-
-    Global rows are multiples of `config.data.batch_multiple`: the config fixes the batches,
-    not the devices, so a run resumes with the same batches on another mesh. The mesh's batch
-    axes (data x fsdp) must divide that multiple.
-    """
-    multiple = config.data.get("batch_multiple")
-    if multiple is None:  # A task whose batches are not counted in rows.
-        return
-    sizes = dict(zip(MESH_AXES, mesh_sizes(dict(config.mesh), num_devices), strict=True))
-    ways = int(np.prod([sizes[a] for a in BATCH_AXES]))
-    if multiple % ways:
-        axes = " x ".join(f"{a}={sizes[a]}" for a in BATCH_AXES)
-        raise ValueError(
-            f"config.mesh {dict(config.mesh)} on {num_devices} devices splits every "
-            f"batch {ways} ways ({axes}), which does not divide "
-            f"config.data.batch_multiple={multiple} (global rows per batch are multiples of "
-            f"it). Choose config.mesh sizes whose data x fsdp divides {multiple} (e.g. put "
-            f"the other devices on config.mesh.tensor), or set config.data.batch_multiple to "
-            f"a multiple of {ways} (which may change the batches of a resumed run)."
-        )
 
 
 def _evaluate(eval_fn, params, batches, mesh, task: tasks.Task) -> dict:
@@ -260,12 +172,20 @@ def _run(
     previous = None  # the previous step's metrics: see the wait below
     nonfinite = NonFiniteCounter(config.max_nonfinite_steps)
     meta = {"seed": config.seed}
+    utilisation = Utilisation.for_run(config, log.message)  # mfu on TPUs and GPUs
+    profile = None
     try:
+        profile = Profiler.for_run(config, workdir, step, log.message)  # profile_steps
         if preempt.requested:  # SIGTERM during the setup: nothing new to save.
             log.message(f"preempted before step {step + 1}; rerun the same command to resume.")
             return {"step": step, "preempted": True}
         while step < config.num_train_steps:
-            state, metrics = train_fn(state, global_batch(next(train_iter), mesh), rng)
+            batch = global_batch(next(train_iter), mesh)
+            utilisation.count(train_fn, mesh, state, batch, rng)
+            with profile.step(step + 1) if profile else contextlib.nullcontext():
+                state, metrics = train_fn(state, batch, rng)
+            if profile:
+                profile.finished(step + 1, metrics)
             # Run at most one step ahead of the devices: a SIGTERM then waits for one step
             # before its save, not for a queue of them (a cloud's notice is about 30 s). And
             # unbounded asynchronous dispatch queues up to XLA's limit of in-flight programs
@@ -291,6 +211,7 @@ def _run(
                     "grad_norm": float(host[-1]["grad_norm"]),
                     f"{normalizer}_per_sec": float(sums[normalizer]) / max(elapsed, 1e-9),
                     "nonfinite_steps": float(sums["nonfinite"]),
+                    **utilisation.window(elapsed),
                 }
                 log.write(step, "train", train)
                 log.progress(step, train, len(window) / max(elapsed, 1e-9), normalizer)
@@ -324,6 +245,8 @@ def _run(
         params, test_step, which = _test_params(config, ckpt, state, abstract, task)
     finally:
         try:
+            if profile:  # An error or a preemption inside the window: keep what was traced.
+                profile.close()
             ckpt.wait()
         finally:
             ckpt.close()

@@ -48,7 +48,8 @@ class MetricsWriter:
     def progress(
         self, step: int, metrics: dict, steps_per_sec: float, unit: str = "tokens"
     ) -> None:
-        """One console line: a bar, step, loss, learning rate, `unit`/s (e.g. tokens) and ETA."""
+        """One console line: a bar, step, loss, learning rate, `unit`/s (e.g. tokens), the
+        model FLOPs utilisation where the metrics have it, and ETA."""
         if not self.enabled:
             return
         total = max(self.total_steps, 1)
@@ -58,7 +59,8 @@ class MetricsWriter:
             f"[{'#' * done}{'.' * (20 - done)}] step {step}/{total} | "
             f"loss {metrics['loss']:.4f} | lr {metrics['learning_rate']:.2e} | "
             f"{metrics[f'{unit}_per_sec']:,.0f} {'tok' if unit == 'tokens' else unit}/s | "
-            f"ETA {format_duration(eta)}"
+            + (f"MFU {metrics['mfu']:.1%} | " if "mfu" in metrics else "")
+            + f"ETA {format_duration(eta)}"
         )
         print(line, file=sys.stderr, flush=True)
 
