@@ -185,7 +185,7 @@ def device_facts(chip: str | None = None) -> dict:
     return {
         "device": kind,
         "platform": device.platform,
-        "platform_version": getattr(device.client, "platform_version", ""),
+        "platform_version": getattr(getattr(device, "client", None), "platform_version", ""),
         "memory_limit_bytes": stats.get("bytes_limit"),
         "chip": chip,
         "peak_bf16_flops": CHIPS[chip].peak_bf16_flops if chip else None,

@@ -114,9 +114,11 @@ def error(got, want) -> float:
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-6))
 
 
-def fused_calls(fn, *args) -> list[str]:
-    """The cuDNN attention custom calls of `fn`'s compiled program (sorted, distinct)."""
-    return sorted(set(FMHA.findall(fn.lower(*args).compile().as_text())))
+def compiled_with_calls(fn, *args):
+    """`fn` compiled for `args`, and the cuDNN attention custom calls of its program (sorted,
+    distinct)."""
+    compiled = fn.lower(*args).compile()
+    return compiled, sorted(set(FMHA.findall(compiled.as_text())))
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -128,8 +130,7 @@ def test_cudnn_bfloat16_matches_the_reference(case):
     q, k, v, cotangent = inputs(t, s, jnp.bfloat16)
     mask = make_mask(kind, t, s)
     args = (q, k, v, mask, cotangent)
-    kernel = cudnn(is_causal)
-    calls = fused_calls(kernel, *args)
+    kernel, calls = compiled_with_calls(cudnn(is_causal), *args)
     assert any("Backward" not in c for c in calls) and any("Backward" in c for c in calls), calls
 
     exact = reference(is_causal)(*(x.astype(jnp.float32) for x in (q, k, v)), mask, cotangent)
@@ -154,8 +155,8 @@ def test_float32_falls_back_to_xla_with_the_reason(case, monkeypatch):
     q, k, v, cotangent = inputs(t, s, jnp.float32)
     args = (q, k, v, make_mask(kind, t, s), cotangent)
     with jax.default_matmul_precision("highest"):  # No TF32 on either side.
-        kernel = cudnn(is_causal)
-        assert fused_calls(kernel, *args) == []
+        kernel, calls = compiled_with_calls(cudnn(is_causal), *args)
+        assert calls == []
         got, want = kernel(*args), reference(is_causal)(*args)
     assert any("cuDNN cannot run" in line and "XLA" in line for line in logged), logged
     for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
