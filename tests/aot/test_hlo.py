@@ -132,3 +132,12 @@ def test_loops_that_run_matrix_products():
     assert hlo.matmul_loops(MODULE) == []  # its loop body multiplies elementwise
     dot = "dot(%param_0, %param_0), lhs_contracting_dims={1}, rhs_contracting_dims={0}"
     assert hlo.matmul_loops(MODULE.replace("multiply(%param_0, %param_0)", dot)) == ["w"]
+
+
+def test_short_shapes_drop_layouts_and_say_how_many_arrays():
+    assert hlo.short_shape("f32[8,128]{1,0:T(8,128)S(1)}") == "f32[8,128]"
+    five = ", ".join(["f32[4,128,128]{2,1,0:T(8,128)}"] * 5)
+    assert hlo.short_shape(f"({five})") == "(f32[4,128,128], ... 5 arrays)"
+    assert (
+        hlo.short_shape(f"({five})", width=60) == "(f32[4,128,128], f32[4,128,128], ... 5 arrays)"
+    )

@@ -144,13 +144,17 @@ def shape_bytes(shape: str, *, hbm_only: bool = False) -> int:
 
 
 def short_shape(shape: str, width: int = 40) -> str:
-    """A shape without its layouts, shortened to about `width` characters."""
+    """A shape without its layouts; a tuple too long for `width` characters keeps its first
+    arrays and says how many it has: `(f32[4,128,128], ... 5 arrays)`."""
     plain = ARRAY.sub(lambda m: f"{m.group(1)}[{m.group(2)}]", _COMMENT.sub("", shape))
-    plain = re.sub(r"\s+", " ", plain)
-    if len(plain) <= width:
+    plain = re.sub(r"\s+", " ", plain).strip()
+    if len(plain) <= width or not plain.startswith("("):
         return plain
-    count = len(arrays(shape))
-    return plain[: width - 12].rsplit(",", 1)[0] + f", ... {count} arrays)"
+    items = [f"{dtype}[{','.join(map(str, dims))}]" for dtype, dims, _ in arrays(shape)]
+    kept = 1
+    while kept < len(items) and len(", ".join(items[: kept + 1])) + 16 <= width:
+        kept += 1
+    return "(" + ", ".join(items[:kept]) + f", ... {len(items)} arrays)"
 
 
 def matching_bracket(text: str, start: int) -> int:
