@@ -12,12 +12,14 @@ for a one-device mesh of the real GPU, its memory checked against the device's, 
 train state and a random batch of its shapes. Rows are halved until the step fits.
 
 Reported per model: step time, tokens (or images) per second, and the model FLOPs utilisation
-(MFU): the step's FLOPs over its time and the chip's bfloat16 peak (`aot.targets.CHIPS`). The
+(MFU): the step's FLOPs over its time and one chip's bfloat16 peak (the chip table
+`aot.targets.CHIPS`, by the device's kind as training logs it: `training.profiling`). The
 FLOPs are counted two ways, both kept: `model_flops` by the usual formula (6 per parameter per
 token, the vocabulary only where it is a matrix product, plus attention's 12 x layers x d_model
-x keys per token), and `xla_flops` from XLA's cost analysis of the compiled program where the
-backend gives one (it does not count cuDNN's fused attention, a custom call). `mfu` uses
-XLA's count where there is one, else the formula; `mfu_source` says which.
+x keys per token), and `compiled_flops` of the compiled program as training counts them
+(`profiling.step_flops`: XLA's cost analysis, where the backend gives one, plus the fused
+attention calls it cannot see). `mfu` uses the compiled count where there is one, else the
+formula; `mfu_source` says which.
 
 Decoding: greedy and beam-4 search of the base translation model (random weights, eos off, so
 every call decodes exactly `--decode_steps` tokens), tokens per second of the returned best
@@ -56,6 +58,7 @@ from transformer_jax.aot import plan  # noqa: E402
 from transformer_jax.aot.report import attention_in  # noqa: E402
 from transformer_jax.aot.targets import CHIPS  # noqa: E402
 from transformer_jax.inference.decoding import beam_search, greedy_decode  # noqa: E402
+from transformer_jax.training import profiling  # noqa: E402
 from transformer_jax.training.optimizer import optimizer_from_config  # noqa: E402
 from transformer_jax.training.state import create_train_state  # noqa: E402
 
@@ -153,17 +156,6 @@ def model_flops(model_cfg, spec: dict, params: int) -> float:
     )
 
 
-def xla_flops(compiled) -> float | None:
-    """FLOPs of the compiled program by XLA's cost analysis, None where the backend gives none."""
-    try:
-        cost = compiled.cost_analysis()
-    except Exception:  # Not implemented on some backends.
-        return None
-    if isinstance(cost, list):
-        cost = cost[0] if cost else None
-    return float(cost["flops"]) if cost and cost.get("flops") else None
-
-
 def needed_bytes(compiled) -> int | None:
     """Device memory the compiled program needs while it runs (arguments, outputs not written
     over donated arguments, temporaries, code)."""
@@ -175,21 +167,18 @@ def needed_bytes(compiled) -> int | None:
 
 
 def device_facts(chip: str | None = None) -> dict:
-    """The device, its memory limit and the chip whose peak the MFU divides by (`chip`, a key
-    of CHIPS, else the GPU whose key the device's name holds: "NVIDIA H100 80GB HBM3")."""
+    """The device, its memory limit and the peak the MFU divides by: `chip`'s (a key of
+    CHIPS), else the chip table's for the device's kind (None for a kind it does not know)."""
     device = jax.devices()[0]
     kind = device.device_kind
-    if chip is None:
-        chip = next((k for k in CHIPS if CHIPS[k].platform == "gpu" and k in kind.lower()), None)
     stats = device.memory_stats() or {}
     return {
         "device": kind,
         "platform": device.platform,
         "platform_version": getattr(getattr(device, "client", None), "platform_version", ""),
         "memory_limit_bytes": stats.get("bytes_limit"),
-        "chip": chip,
-        "peak_bf16_flops": CHIPS[chip].peak_bf16_flops if chip else None,
-        "peak_source": CHIPS[chip].source if chip else None,
+        "peak_bf16_flops": CHIPS[chip].peak_bf16_flops if chip else profiling.chip_peak(kind),
+        "peak_from": f"--chip={chip}" if chip else "the chip table, by the device's kind",
         "jax": jax.__version__,
         "python": platform.python_version(),
     }
@@ -231,11 +220,15 @@ def measure_train(name: str, config, mesh, facts: dict, args) -> dict:
         attempts.append({"rows": rows, "fits": True})
         items, unit = program.items, program.unit
         flops_model = model_flops(the_plan.model_cfg, spec, the_plan.param_count)
-        flops_xla = xla_flops(compiled)
+        text = compiled.as_text() or ""
+        flops_compiled = profiling.step_flops(compiled, text)
         peak = facts["peak_bf16_flops"]
         step_s = row.pop("step_s")
-        mfu_model = flops_model / step_s / peak if peak else None
-        mfu_xla = flops_xla / step_s / peak if peak and flops_xla else None
+        mfu_model = profiling.mfu(flops_model, step_s, peak) if peak else None
+        mfu_compiled = (
+            profiling.mfu(flops_compiled, step_s, peak) if peak and flops_compiled else None
+        )
+        source = ("compiled program" if mfu_compiled else "model formula") if peak else None
         return {
             "case": name,
             "kind": "train step",
@@ -244,16 +237,16 @@ def measure_train(name: str, config, mesh, facts: dict, args) -> dict:
             "rows_tried": attempts,
             "items_per_step": items,
             "unit": unit,
-            "attention": attention_in(compiled.as_text() or "", the_plan.kernel),
+            "attention": attention_in(text, the_plan.kernel),
             "compile_s": round(compile_s, 1),
             "step_ms": round(1000 * step_s, 2),
             "items_per_s": round(items / step_s, 1),
             "model_flops_per_step": flops_model,
-            "xla_flops_per_step": flops_xla,
+            "compiled_flops_per_step": flops_compiled,
             "mfu_model": None if mfu_model is None else round(mfu_model, 4),
-            "mfu_xla": None if mfu_xla is None else round(mfu_xla, 4),
-            "mfu": round(mfu_xla if mfu_xla else mfu_model, 4) if peak else None,
-            "mfu_source": ("xla cost analysis" if mfu_xla else "model formula") if peak else None,
+            "mfu_compiled": None if mfu_compiled is None else round(mfu_compiled, 4),
+            "mfu": round(mfu_compiled or mfu_model, 4) if peak else None,
+            "mfu_source": source,
             "memory_needed_gib": round(need / 2**30, 2) if need else None,
             **row,
         }

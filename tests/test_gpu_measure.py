@@ -16,7 +16,7 @@ from tests.train_runs import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TRAIN_KEYS = {"params", "batch", "rows_tried", "compile_s", "step_ms", "items_per_s", "unit",
-              "attention", "model_flops_per_step", "xla_flops_per_step", "mfu", "mfu_source",
+              "attention", "model_flops_per_step", "compiled_flops_per_step", "mfu", "mfu_source",
               "mfu_model", "grad_norm", "nonfinite_steps"}  # fmt: skip
 
 
@@ -31,7 +31,7 @@ def test_dry_run_runs_every_step_and_case_on_the_cpu(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     result = json.loads((tmp_path / "gpu_measure.json").read_text())
-    assert result["meta"]["dry_run"] and result["meta"]["device"]["chip"] == "h100"
+    assert result["meta"]["dry_run"] and result["meta"]["device"]["peak_from"] == "--chip=h100"
     steps = {s["name"]: s for s in result["steps"]}
     assert list(steps) == ["imports", "tests", "throughput"]  # No install in a dry run.
     assert all(s["ok"] and s["seconds"] >= 0 for s in steps.values()), steps
