@@ -52,3 +52,45 @@ def test_token_metrics_ignore_padding():
     means = summarize(jax.device_get(sums))
     assert means["perplexity"] == pytest.approx(np.exp(means["nll"]), rel=1e-5)
     assert 0 <= means["accuracy"] <= 1
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16])
+def test_loss_and_its_gradient_equal_the_log_softmax_formula(eps, dtype):
+    """The fused terms (log-sum-exp, target logit, logit sum) and their one-pass gradient give
+    what the textbook formula over log_softmax gives, values and gradients."""
+    B, T, V = 3, 5, 7  # all different
+    logits = (4 * jax.random.normal(jax.random.key(0), (B, T, V))).astype(dtype)
+    targets = jax.random.randint(jax.random.key(1), (B, T), 0, V)
+    weights = jax.random.uniform(jax.random.key(2), (B, T))
+
+    def textbook(logits):
+        log_p = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        q = jnp.where(jax.nn.one_hot(targets, V) > 0, 1 - eps, eps / (V - 1))
+        entropy = -jnp.sum(jnp.where(q > 0, q * jnp.log(q), 0.0), -1)
+        return jnp.sum((-jnp.sum(q * log_p, -1) - entropy) * weights)
+
+    def fused(logits):
+        return jnp.sum(label_smoothed_cross_entropy(logits, targets, eps) * weights)
+
+    tol = 1e-5 if dtype == jnp.float32 else 1e-2
+    np.testing.assert_allclose(fused(logits), textbook(logits), rtol=tol)
+    got, want = jax.grad(fused)(logits), jax.grad(textbook)(logits)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(
+        np.asarray(got, np.float32), np.asarray(want, np.float32), rtol=tol, atol=tol
+    )
+
+
+def test_correct_tokens_follow_argmax_ties_included():
+    """The accuracy comes from the loss's own reductions: a target counts as correct when it
+    is the first index at the maximum, as jnp.argmax picks, ties included."""
+    logits = jnp.array([[[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [0.0, 1.0, 5.0, 5.0]]])
+    targets = jnp.array([[2, 0, 2]])  # a tie lost, a tie won, a tie won at its first index
+    sums = token_metrics(logits, targets, jnp.ones((1, 3)), 0.1)
+    expected = float(jnp.sum(jnp.argmax(logits, -1) == targets))
+    assert float(sums["correct_sum"]) == expected == 2.0
+    random = jax.random.normal(jax.random.key(3), (4, 9, 17))
+    labels = jax.random.randint(jax.random.key(4), (4, 9), 0, 17)
+    sums = token_metrics(random, labels, jnp.ones((4, 9)), 0.0)
+    assert float(sums["correct_sum"]) == float(jnp.sum(jnp.argmax(random, -1) == labels))
