@@ -20,6 +20,7 @@ from configs.common import base_config
 
 def get_config():
     c = base_config()  # The model: Table 3 "base" (EncoderDecoderConfig.base).
+    c.model.dtype = "bfloat16"  # Computation in bfloat16; parameters and Adam stay float32.
     c.data.source = "tfds"
     c.data.tfds_name = "wmt14_translate/de-en"
     c.data.source_lang = "en"  # en -> de, although TFDS's supervised keys are de -> en.
