@@ -122,10 +122,13 @@ def test_the_command_prints_the_table_and_takes_overrides():
     assert "of the chip's peak" in done.stdout  # the measured step's utilisation
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.split()[1:3] == ["FLOP", "time"])
-    assert lines[header].split()[3:] == ["HBM", "time", "bound", "bound", "by", "MFU", "ceiling"]
+    assert lines[header].split()[3:] == [
+        "HBM", "time", "bound", "bound", "by", "MFU", "ceiling", "all", "memories"
+    ]  # fmt: skip
     assert [line.split()[:2] for line in lines[header + 1 : header + 3]] == [
         ["train", "step"], ["eval", "step"]]  # fmt: skip
-    assert all(line.endswith("%") for line in lines[header + 1 : header + 3])
+    # The MFU ceiling, then the cost analysis' time (every memory, on-chip included).
+    assert all(line.split()[-3].endswith("%") for line in lines[header + 1 : header + 3])
     for program in ("train step", "eval step"):  # each with its 4 largest HBM consumers
         at = lines.index(next(x for x in lines if x.startswith(f"{program}: the 4 largest HBM")))
         rows = lines[at + 1 : at + 5]

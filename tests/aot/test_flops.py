@@ -137,16 +137,24 @@ def test_the_table_gives_both_terms_of_the_bound_and_the_ceiling():
         mesh=jax.make_mesh((1,), ("data",)), model_cfg=types.SimpleNamespace(dtype="bfloat16"),
         kernel="xla", param_count=1, param_bytes=1, optimizer_bytes=1, programs=[],
     )  # fmt: skip
-    measured = _result()  # HBM time 250 ms: bound by HBM, ceiling 10 / 250 = 4%
+    # On a TPU the HBM term is the bytes by the layouts (here 100 ms); the cost analysis' bytes
+    # accessed (250 ms, every memory) are shown beside it. Bound by HBM, ceiling 10 / 100.
+    measured = _result(hbm_estimate_bytes=int(819e9 / 10))
     estimated = _result(name="eval step", bytes_accessed=None, cost_estimated=True)
     terms = report.roofline(measured, target)
-    assert terms.flop_s == pytest.approx(0.01) and terms.hbm_s == pytest.approx(0.25)
-    assert terms.bound_s == terms.hbm_s and terms.mfu_ceiling == pytest.approx(0.04)
+    assert terms.flop_s == pytest.approx(0.01) and terms.hbm_s == pytest.approx(0.1)
+    assert terms.accessed_s == pytest.approx(0.25)
+    assert terms.bound_s == terms.hbm_s and terms.mfu_ceiling == pytest.approx(0.1)
     text = report.table(the_plan, target, [measured, estimated])
     rows = {line.split()[0] + " " + line.split()[1]: line for line in text.splitlines()
             if line.startswith(("train step ", "eval step ")) and " ms" in line}  # fmt: skip
-    assert rows["train step"].split()[2:] == ["10", "ms", "250", "ms", "250", "ms", "HBM", "4.0%"]
+    assert rows["train step"].split()[2:] == [
+        "10", "ms", "100", "ms", "100", "ms", "HBM", "10.0%", "250", "ms"
+    ]  # fmt: skip
     # Estimated FLOPs: the bytes are not known, and the table says so instead of a number.
     assert rows["eval step"].split()[2:] == ["~10", "ms", "unknown", "~10", "ms", "FLOPs", "only",
                                              "unknown"]  # fmt: skip
+    # Off TPUs (no memory spaces) the HBM term is the cost analysis' bytes accessed.
+    gpu = report.roofline(measured, parse_target("h100x8"))
+    assert gpu.hbm_s == gpu.accessed_s == pytest.approx(819e9 / 4 / 3.35e12)
     assert "MFU ceiling" in text and "bytes are unknown" in text

@@ -92,6 +92,28 @@ def test_hbm_bytes_of_each_instruction():
     assert every["copy-start"] == 2 * 4096 and every["kernel"] == uses["kernel"].bytes + 4096
 
 
+SLICED = """HloModule jit_g
+
+ENTRY %main (a: f32[64,128]) -> f32[16,128] {
+  %a = f32[64,128]{1,0:T(8,128)} parameter(0)
+  %slice-start = ((f32[64,128]{1,0:T(8,128)}), f32[16,128]{1,0:T(8,128)S(1)}, s32[]{:S(2)}) slice-start(%a), slice={[16:32], [0:128]}
+  %slice-done = f32[16,128]{1,0:T(8,128)S(1)} slice-done(%slice-start)
+  %rows = f32[16,128]{1,0:T(8,128)} slice(%a), slice={[0:16], [0:128]}
+  ROOT %sum = f32[16,128]{1,0:T(8,128)} add(%slice-done, %rows)
+}
+"""  # noqa: E501 (HLO lines as XLA prints them)
+
+
+def test_a_slice_is_charged_its_slice_not_its_source():
+    """The TPU streams parts of arrays into on-chip memory with asynchronous slices: each reads
+    16 of the source's 64 rows, not all of them."""
+    rows = 16 * 128 * 4
+    uses = {u.name: u.bytes for u in hlo.hbm_uses(SLICED)}
+    assert uses == {"slice-start": rows, "rows": 2 * rows, "sum": 2 * rows}
+    every = {u.name: u.bytes for u in hlo.hbm_uses(SLICED, hbm_only=False)}
+    assert every["slice-start"] == 2 * rows and every["sum"] == 3 * rows
+
+
 @pytest.mark.parametrize(
     "shape, hbm, every",
     [

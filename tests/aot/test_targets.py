@@ -76,8 +76,8 @@ def test_a_mesh_that_does_not_divide_the_target_names_both():
 
 @needs_libtpu
 def test_kernel_choices_follow_the_mesh_devices_not_the_host():
-    """On this CPU host, tracing under a TPU mesh picks the TPU's attention (XLA's fused one)
-    and leaves out the CPU-only gradient barrier."""
+    """On this CPU host, tracing under a TPU mesh picks the TPU's attention (splash) and
+    leaves out the CPU-only gradient barrier."""
     assert jax.default_backend() == "cpu"
     mesh = targets.target_mesh(targets.parse_target("v5e-4"), {"data": -1})
     seen = {}
@@ -90,6 +90,6 @@ def test_kernel_choices_follow_the_mesh_devices_not_the_host():
     spec = jax.ShapeDtypeStruct((4,), jnp.float32, sharding=shd.batch_sharding(mesh))
     with jax.set_mesh(mesh):
         jax.jit(probe).lower(spec)
-    assert seen == {"platform": "tpu", "kernel": "xla"}
+    assert seen == {"platform": "tpu", "kernel": "splash"}
     assert shd.target_platform() == "cpu"  # outside the mesh: the host
     assert resolve_kernel("auto", jnp.bfloat16) == "reference"

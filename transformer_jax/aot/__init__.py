@@ -192,6 +192,7 @@ def _with_host_cost(result: Compiled, host: Plan, target: Target) -> Compiled:
         # Unfused, the host program reads and writes far more than the compiled one: its bytes
         # would not bound the step from below. The bound is then FLOPs / peak alone.
         bytes_accessed=None,
+        hbm_estimate_bytes=0,  # Counts the loop bodies once too.
         cost_estimated=True,
         loops=result.loops and result.name not in UNROLLABLE,
     )

@@ -17,8 +17,10 @@ The estimate of one instruction is its output bytes plus its operands' bytes, as
 - an asynchronous pair (`copy-start` / `copy-done`, `all-gather-start` / `-done`, ...) counts
   once, on the start: its operands and what the done delivers.
 
-It is an estimate, not a profile: a fusion that reads a slice of an operand is charged the
-whole operand, and an in-place update its whole buffer.
+A slice (`slice`, `dynamic-slice`, the TPU's asynchronous `slice-start`, which the compiler
+uses to stream parts of arrays into on-chip memory) reads only its slice: it is charged what it
+writes. It is an estimate, not a profile: a fusion that reads a slice of an operand is charged
+the whole operand, and an in-place update its whole buffer.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _COMMENT = re.compile(r"/\*.*?\*/")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
+# Instructions that read only a part of their first operand, as large as what they write.
+SLICES = frozenset({"slice", "dynamic-slice", "slice-start"})
 # Instructions that move no data themselves.
 FREE = frozenset({
     "parameter", "get-tuple-element", "tuple", "bitcast", "constant", "after-all",
@@ -342,10 +346,15 @@ def hbm_uses(text: str, *, hbm_only: bool = True) -> list[HbmUse]:
         for i in instructions:
             if i.opcode in FREE or i.opcode.endswith("-done"):
                 continue
-            read = sum(shape_bytes(shapes.get(o, ""), hbm_only=hbm_only) for o in i.operands)
             written = i.shape
             if i.opcode.endswith("-start") and i.name in done:
                 written = done[i.name].shape
+            if i.opcode in SLICES and i.operands:
+                # Reads its slice of the source (when the source is in the counted memory).
+                source = shape_bytes(shapes.get(i.operands[0], ""), hbm_only=hbm_only)
+                read = shape_bytes(written, hbm_only=False) if source else 0
+            else:
+                read = sum(shape_bytes(shapes.get(o, ""), hbm_only=hbm_only) for o in i.operands)
             total = read + shape_bytes(written, hbm_only=hbm_only)
             uses.append(HbmUse(total, i.name, i.opcode, short_shape(written), i.op_name, in_loop))
     uses.sort(key=lambda u: -u.bytes)

@@ -105,7 +105,9 @@ def compile_program(program: Program, target: Target, kernel: str, top_hbm: int 
     text = compiled.as_text() or ""
     # The target program's own analysis (not a host estimate) misses its custom calls' FLOPs.
     extra = custom_call_flops(text) if flops is not None else 0.0
-    uses = hbm_uses(text) if top_hbm else []
+    # The HBM bytes by the compiled layouts: the bound's HBM term on TPUs, whose compiler
+    # places arrays in on-chip memory too (GPU programs carry no memory spaces).
+    uses = hbm_uses(text) if top_hbm or target.chip.platform == "tpu" else []
     return Compiled(
         name=program.name,
         compile_s=seconds,
@@ -160,8 +162,11 @@ def attention_in(hlo_text: str, kernel: str) -> str:
     kernels = set(_SPLASH_ATTENTION.findall(hlo_text))
     if kernels:
         return "splash " + "+".join(k for k in ("fwd", "dq", "dkv") if k in kernels)
-    if kernel in ("cudnn", "splash"):  # Cached decoding attends through the equation.
-        return f"no {kernel} call (cached decoding, or XLA where {kernel} could not: see the log)"
+    if kernel in ("cudnn", "splash"):
+        return (
+            f"no {kernel} call (attention dropout in training and cached decoding steps run "
+            f"the written-out equation; elsewhere XLA where {kernel} could not: see the log)"
+        )
     return kernel
 
 
@@ -200,10 +205,12 @@ def check_fits(result: Compiled, target: Target) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Roofline:
-    """The two terms of the roofline bound of one call, per device, in seconds."""
+    """The terms of the roofline bound of one call, per device, in seconds."""
 
     flop_s: float  # FLOPs / the chip's peak bf16 FLOP/s.
-    hbm_s: float | None  # Bytes accessed / HBM bandwidth; None where the bytes are unknown.
+    hbm_s: float | None  # HBM bytes / HBM bandwidth; None where the bytes are unknown.
+    # The compiler's "bytes accessed" / HBM bandwidth: every memory, on-chip included.
+    accessed_s: float | None = None
 
     @property
     def bound_s(self) -> float:
@@ -218,12 +225,21 @@ class Roofline:
 
 
 def roofline(result: Compiled, target: Target) -> Roofline | None:
-    """The roofline terms of `result` on `target`; None without FLOPs."""
+    """The roofline terms of `result` on `target`; None without FLOPs.
+
+    The HBM term is the bytes the compiled program moves through HBM by its layouts
+    (`hlo.hbm_uses`) where the compiler places arrays in several memories (TPUs), else the
+    cost analysis' bytes accessed: on a TPU those count the on-chip memory's traffic too.
+    """
     if result.flops is None:
         return None
     chip = target.chip
-    hbm = result.bytes_accessed / chip.hbm_bandwidth if result.bytes_accessed else None
-    return Roofline(result.flops / chip.peak_bf16_flops, hbm)
+    accessed = result.bytes_accessed / chip.hbm_bandwidth if result.bytes_accessed else None
+    if chip.platform == "tpu" and result.bytes_accessed:
+        hbm = result.hbm_estimate_bytes / chip.hbm_bandwidth
+    else:
+        hbm = accessed
+    return Roofline(result.flops / chip.peak_bf16_flops, hbm, accessed)
 
 
 def roofline_seconds(result: Compiled, target: Target) -> float | None:
@@ -275,7 +291,7 @@ def _short_op(op_name: str, width: int = 80) -> str:
 def _bound_rows(target: Target, results: list[Compiled]) -> list[str]:
     lines = [
         f"{'program':<16} {'FLOP time':>11} {'HBM time':>11} {'bound':>11} {'bound by':>10} "
-        f"{'MFU ceiling':>11}"
+        f"{'MFU ceiling':>11} {'all memories':>13}"
     ]
     for r in results:
         terms = roofline(r, target)
@@ -288,9 +304,10 @@ def _bound_rows(target: Target, results: list[Compiled]) -> list[str]:
             "FLOPs" if terms.flop_s >= terms.hbm_s else "HBM"
         )  # fmt: skip
         ceiling = "unknown" if terms.mfu_ceiling is None else f"{terms.mfu_ceiling:.1%}"
+        every = "" if terms.accessed_s in (None, terms.hbm_s) else mark + seconds(terms.accessed_s)
         lines.append(
             f"{r.name:<16} {mark + seconds(terms.flop_s):>11} {hbm:>11} "
-            f"{mark + seconds(terms.bound_s):>11} {by:>10} {ceiling:>11}"
+            f"{mark + seconds(terms.bound_s):>11} {by:>10} {ceiling:>11} {every:>13}"
         )
     return lines
 
@@ -352,9 +369,17 @@ def table(plan: Plan, target: Target, results: list[Compiled], measured_step_s=N
     lines += [
         "",
         "bound: max(FLOP time, HBM time) per device, FLOP time = FLOPs / peak bf16 FLOP/s, "
-        "HBM time = bytes accessed / HBM bandwidth (the compiler's cost analysis): a lower "
-        "bound on the time of one call, not a measurement. MFU ceiling = FLOP time / bound, "
-        "the highest FLOPs utilisation the call can reach.",
+        "HBM time = bytes / HBM bandwidth: a bound on the time of one call, not a "
+        "measurement. MFU ceiling = FLOP time / bound, the highest FLOPs utilisation the "
+        "call can reach. "
+        + (
+            "On TPUs the bytes are those the compiled program moves through HBM by its "
+            "layouts (arrays the compiler places in on-chip memory excluded, an estimate: "
+            "docs/performance.md); all memories: the compiler's cost analysis' bytes "
+            "accessed over the same bandwidth, which counts the on-chip memories' traffic too."
+            if chip.platform == "tpu"
+            else "The bytes are the compiler's cost analysis' bytes accessed."
+        ),
         f"Chip figures: {chip.source}.",
     ]
     if any(r.loops for r in results):

@@ -17,10 +17,12 @@ D model dim.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+from absl import logging
 from flax import nnx, struct
 from jaxtyping import Array, Bool, Float, Int
 
@@ -145,6 +147,19 @@ def repeat_cache(cache: Any, copies: int) -> Any:
     )
 
 
+@functools.lru_cache(maxsize=8)
+def log_dropout_cost(kernel: str, rate: float) -> None:
+    """Says once per kernel and rate that attention dropout keeps the fused kernel out."""
+    logging.warning(
+        "attention: dropout %g on the attention weights runs the written-out attention in "
+        "training (%s has no dropout): the [B, N, T, S] weights are materialised. Set "
+        "model.attention_dropout_rate=0 to train on %s (docs/performance.md).",
+        rate,
+        kernel,
+        kernel,
+    )
+
+
 class MultiHeadAttention(nnx.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(Q W_i^Q, ...) (§3.2.2).
 
@@ -223,6 +238,8 @@ class MultiHeadAttention(nnx.Module):
         q = self._project(x_q, self.query, "query_bias")
         dropping = not deterministic and self.dropout_rate > 0.0
         kernel = resolve_kernel(self.attention_kernel, self.dtype)
+        if dropping and not return_weights and kernel in ("splash", "cudnn"):
+            log_dropout_cost(kernel, self.dropout_rate)
         if not (return_weights or dropping or kernel == "reference"):
             heads = kernel_attention(q, k, v, mask, is_causal=is_causal, implementation=kernel)
             return self._output(heads), None
