@@ -187,6 +187,13 @@ def test_d_model_not_divisible_by_num_heads_is_refused(name):
         ("tiny", "profile_steps=59,3", "profile_steps=(59, 3) is outside the run's steps 1 to 60"),
         ("tiny", "profile_steps=10", "config.profile_steps=(10,): give the first step"),
         ("tiny", "chip_peak_flops=-1", "config.chip_peak_flops=-1.0 must be a finite number"),
+        (
+            "tiny",
+            "model.attention_kernel=splash",
+            "'splash' runs only on tpu, and this program is"
+            " for cpu: use one of ['auto', 'reference', 'xla']",
+        ),
+        ("vit_tiny", "model.attention_kernel=cudnn", "'cudnn' runs only on gpu"),
     ],
 )
 def test_command_line_overrides_are_refused_naming_the_field(config_file, override, message):

@@ -92,7 +92,8 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
     # The mesh is checked against the target's devices (`targets.target_mesh`), not this host's.
     host_mesh = copy.deepcopy(config)
     host_mesh.mesh = ml_collections.ConfigDict({"data": -1, "fsdp": 1, "tensor": 1})
-    task_cls = validate_train_config(host_mesh)
+    with jax.set_mesh(mesh):  # The target's platform decides which attention kernels apply.
+        task_cls = validate_train_config(host_mesh)
     check_batch_split(config, mesh.size)
     config = task_cls.resolve_config(config)
     task = task_cls.without_data(config)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 
 import jax
+import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
 from transformer_jax import models, tasks
+from transformer_jax.nn.attention import resolve_kernel
 from transformer_jax.sharding import BATCH_AXES, MESH_AXES, mesh_sizes
 from transformer_jax.training.optimizer import check_fields as check_optimizer_fields
 
@@ -79,6 +81,9 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
     task_cls = tasks.get(config.task)
     task_cls.validate(config)
     check_batch_split(config, jax.device_count())
+    # An attention kernel the devices lack ("splash" off a TPU): the devices of the mesh set
+    # (a compile target's), else this host's.
+    resolve_kernel(config.model.get("attention_kernel", "auto"), jnp.float32)
     return task_cls
 
 
