@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer_jax.nn import splash
+from transformer_jax.nn import attention, splash
 from transformer_jax.nn.attention import (
     Segments,
     as_dense,
@@ -149,13 +149,13 @@ def test_a_mask_splash_cannot_take_falls_back_to_xla(monkeypatch):
     """A dense mask that varies per query some other way than segments: XLA's attention runs,
     the same numbers, and the reason is logged once per shape."""
     logged = []
-    monkeypatch.setattr(splash, "log_fallback", lambda *a: logged.append(a))
+    monkeypatch.setattr(attention, "_log_fallback", lambda *a: logged.append(a))
     q, k, v = _qkv(5, 5, jnp.float32)
     tokens = jnp.array([[1, 1, 2, 2, 0], [1, 2, 2, 3, 3]])
     mask = segment_mask(tokens, tokens)  # dense, [B, 1, T, S]
     out = kernel_attention(q, k, v, mask, implementation="splash")
     np.testing.assert_allclose(out, dot_product_attention(q, k, v, mask), rtol=1e-5, atol=1e-6)
-    assert logged and "neither keys nor segments" in logged[0][-1]
+    assert logged and logged[0][0] == "splash" and "neither keys nor segments" in logged[0][-1]
 
 
 def test_segments_combine_like_their_dense_masks():

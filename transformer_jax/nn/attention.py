@@ -304,7 +304,7 @@ def _splash_or_xla(query, key, value, mask, is_causal):
             query, key, value, q_segments=q_ids, kv_segments=kv_ids, is_causal=is_causal
         )
     except splash.SplashUnsupported as e:
-        splash.log_fallback(query.shape, key.shape, str(query.dtype), str(e))
+        _log_fallback("splash", query.shape, key.shape, str(query.dtype), str(e))
         return jax.nn.dot_product_attention(
             query, key, value, mask=as_dense(mask), is_causal=is_causal, implementation="xla"
         )
@@ -349,7 +349,7 @@ def _cudnn_or_xla(query, key, value, mask, is_causal):
             query, key, value, mask=mask, is_causal=is_causal, implementation="cudnn"
         )
     except (ValueError, NotImplementedError, RuntimeError) as e:
-        _log_fallback(query.shape, key.shape, str(query.dtype), str(e))
+        _log_fallback("cuDNN", query.shape, key.shape, str(query.dtype), str(e))
         out = jax.nn.dot_product_attention(
             query, key, value, mask=mask, is_causal=is_causal, implementation="xla"
         )
@@ -371,10 +371,11 @@ def _even_lengths(query, key, value, mask):
 
 
 @functools.lru_cache(maxsize=64)
-def _log_fallback(query_shape, key_shape, dtype: str, reason: str) -> None:
-    """Logs a fallback from cuDNN once per shape and reason, not once per layer."""
+def _log_fallback(kernel: str, query_shape, key_shape, dtype: str, reason: str) -> None:
+    """Logs a fallback from a fused kernel once per shape and reason, not once per layer."""
     logging.warning(
-        "attention: cuDNN cannot run query %s, key %s %s (%s); using XLA's attention.",
+        "attention: %s cannot run query %s, key %s %s (%s); using XLA's attention.",
+        kernel,
         query_shape,
         key_shape,
         dtype,

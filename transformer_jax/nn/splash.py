@@ -27,7 +27,6 @@ import math
 
 import jax
 import jax.numpy as jnp
-from absl import logging
 from jax.experimental.pallas.ops.tpu.splash_attention import (
     splash_attention_kernel as splash_kernel,
 )
@@ -173,15 +172,3 @@ def _run_kernel(q, k, v, q_ids, kv_ids, *, is_causal: bool, interpret: bool):
     if q_ids is None:
         return jax.vmap(kernel)(q, k, v)
     return jax.vmap(kernel)(q, k, v, splash_kernel.SegmentIds(q_ids, kv_ids))
-
-
-@functools.lru_cache(maxsize=64)
-def log_fallback(query_shape, key_shape, dtype: str, reason: str) -> None:
-    """Logs a fallback from splash once per shape and reason, not once per layer."""
-    logging.warning(
-        "attention: splash cannot run query %s, key %s %s (%s); using XLA's attention.",
-        query_shape,
-        key_shape,
-        dtype,
-        reason,
-    )
