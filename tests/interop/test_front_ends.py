@@ -3,6 +3,7 @@ checkpoint's tokenizer does, and give what `transformers` gave."""
 
 import json
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
@@ -41,14 +42,50 @@ def workdirs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mesh", [None, {"fsdp": 2}])
-def test_generator_greedy_equals_transformers(workdirs, mesh):
+def test_generator_continues_the_prompt_as_the_transformers_pipeline_does(workdirs, mesh):
+    """GPT-2's tokenizer adds no bos: the prompt alone is continued ("" from <|endoftext|>),
+    all three in one left-padded batch."""
     generator = Generator.from_checkpoint(workdirs("gpt2"), mesh=mesh)
     _, meta = reference("gpt2")
+    assert meta["generation"]["add_bos_token"] is False and not generator.tokenizer.add_bos
     prompts = meta["generation"]["prompts"]
+    assert prompts[0]["prompt_ids"][0] != generator.tokenizer.bos_id and prompts[-1]["text"] == ""
+    assert [generator._encode([p["text"]], 8)[0] for p in prompts] == [
+        p["prompt_ids"] for p in prompts
+    ]
     texts = generator.generate([p["text"] for p in prompts], max_new_tokens=8, temperature=0)
-    # transformers' prompt is <|endoftext|> + the text: what the Generator feeds (its bos).
-    assert [p["prompt_ids"][0] for p in prompts] == [generator.tokenizer.bos_id] * len(prompts)
     assert texts == [p["new_text"] for p in prompts]
+    streamed = "".join(generator.stream(prompts[0]["text"], max_new_tokens=8, temperature=0))
+    assert streamed == prompts[0]["new_text"]
+
+
+def test_a_tokenizer_that_adds_bos_puts_it_before_the_prompt(tmp_path):
+    """tokenizer_config.json's add_bos_token, recorded at conversion and read back with the
+    workdir: true gives <|endoftext|> + the prompt, as transformers feeds it then."""
+    folder = tmp_path / "gpt2"
+    shutil.copytree(FIXTURES / "gpt2", folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "add_bos_token": True}))
+    interop.from_hf(folder, tmp_path / "workdir")
+    saved = json.loads((tmp_path / "workdir" / "tokenizer" / "options.json").read_text())
+    assert saved == {"add_bos_token": True}
+    generator = Generator.from_checkpoint(tmp_path / "workdir")
+    _, meta = reference("gpt2")
+    prompts = meta["generation"]["prompts_with_bos"]
+    assert generator.tokenizer.add_bos and {p["prompt_ids"][0] for p in prompts} == {329}
+    texts = generator.generate([p["text"] for p in prompts], max_new_tokens=8, temperature=0)
+    assert texts == [p["new_text"] for p in prompts]
+    assert texts[:2] != [p["new_text"] for p in meta["generation"]["prompts"][:2]]
+    interop.to_hf(tmp_path / "workdir", tmp_path / "exported")  # Written back for transformers.
+    exported = json.loads((tmp_path / "exported" / "tokenizer_config.json").read_text())
+    assert (
+        exported["add_bos_token"] is True
+        and interop.read_hf(tmp_path / "exported").tokenizer.add_bos
+    )
+
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "add_bos_token": "yes"}))
+    with pytest.raises(interop.ConversionError, match="add_bos_token must be true or false"):
+        interop.read_hf(folder)
 
 
 def test_bert_inputs_are_laid_out_as_transformers_does(workdirs):

@@ -25,6 +25,7 @@ class ByteTokenizer:
     """The same interface as `Tokenizer` (SentencePiece), over raw UTF-8 bytes."""
 
     pad_id, eos_id, bos_id, unk_id = PAD_ID, EOS_ID, BOS_ID, UNK_ID
+    add_bos = True  # A text's ids start with bos, as in training (see Tokenizer.add_bos).
     vocab_size = 256 + OFFSET
     fingerprint = "bytes-v1"  # Keys caches of tokenized data, like Tokenizer.fingerprint.
 

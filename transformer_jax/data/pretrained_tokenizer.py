@@ -11,8 +11,13 @@ Special ids are the checkpoint's own, read from the token strings its tokenizer 
 `sep_id`, `mask_id`. GPT-2 has one special token, `<|endoftext|>`: it is bos, eos and pad.
 Marian's decoder starts from `<pad>`: its bos is pad.
 
-In a workdir the files live in `tokenizer/` with `special_tokens.json` (the token strings);
-`transformer_jax.interop` reads them from a Hugging Face folder and writes them there.
+`add_bos` says whether a text's ids start with the bos token, as the checkpoint's tokenizer
+config has it (`add_bos_token`, false when absent: GPT-2's tokenizer adds none, so a prompt is
+continued as it is). The tokenizers trained here add it (`Tokenizer.add_bos`).
+
+In a workdir the files live in `tokenizer/` with `special_tokens.json` (the token strings) and
+`options.json` (`{"add_bos_token": ...}`); `transformer_jax.interop` reads them from a Hugging
+Face folder and writes them there.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from etils import epath
 from transformer_jax import storage
 
 SPECIALS = "special_tokens.json"
+OPTIONS = "options.json"  # {"add_bos_token": bool}, from the checkpoint's tokenizer config.
 WORKDIR_FOLDER = "tokenizer"  # Where a workdir keeps a pretrained tokenizer's files.
 ROLES = ("pad", "eos", "bos", "unk", "cls", "sep", "mask")
 
@@ -40,6 +46,7 @@ class _Specials:
     """Special ids from token strings: `self.<role>_id`, None where the vocabulary has none."""
 
     pad_id = eos_id = bos_id = unk_id = cls_id = sep_id = mask_id = None
+    add_bos = False  # Whether a text's ids start with bos (the checkpoint's add_bos_token).
 
     def _set_specials(self, tokens: dict[str, str | None], lookup, where: str) -> None:
         self.special_tokens = {k: v for k, v in tokens.items() if v is not None}
@@ -68,7 +75,14 @@ class _Specials:
 class PretrainedTokenizer(_Specials):
     """A `tokenizers` tokenizer (tokenizer.json) with the checkpoint's special tokens."""
 
-    def __init__(self, json_text: str, special_tokens: dict[str, str | None], *, where: str):
+    def __init__(
+        self,
+        json_text: str,
+        special_tokens: dict[str, str | None],
+        *,
+        where: str,
+        add_bos: bool = False,
+    ):
         from tokenizers import Tokenizer as Backend
 
         try:
@@ -82,6 +96,9 @@ class PretrainedTokenizer(_Specials):
         self._backend.no_truncation()
         self._json = json_text
         self._set_specials(special_tokens, self._backend.token_to_id, where)
+        if add_bos and self.bos_id is None:
+            raise ValueError(f"{where}: add_bos_token is true but the tokenizer names no bos.")
+        self.add_bos = bool(add_bos)
 
     @property
     def vocab_size(self) -> int:
@@ -110,6 +127,7 @@ class PretrainedTokenizer(_Specials):
         folder.mkdir(parents=True, exist_ok=True)
         storage.write_text_atomic(folder / "tokenizer.json", self._json)
         storage.write_text_atomic(folder / SPECIALS, json.dumps(self.special_tokens, indent=1))
+        storage.write_text_atomic(folder / OPTIONS, json.dumps({"add_bos_token": self.add_bos}))
 
 
 class MarianTokenizer(_Specials):
@@ -202,4 +220,26 @@ def load(folder: str | epath.Path):
         return MarianTokenizer(
             files[0].read_bytes(), files[1].read_bytes(), vocab, tokens, where=str(folder)
         )
-    return PretrainedTokenizer((folder / "tokenizer.json").read_text(), tokens, where=str(folder))
+    return PretrainedTokenizer(
+        (folder / "tokenizer.json").read_text(),
+        tokens,
+        where=str(folder),
+        add_bos=_add_bos(folder / OPTIONS),
+    )
+
+
+def _add_bos(path: epath.Path) -> bool:
+    """`add_bos_token` of a workdir tokenizer's options.json; false where there is none (a
+    workdir converted before the file existed: GPT-2's tokenizer adds no bos)."""
+    if not path.is_file():
+        return False
+    try:
+        value = json.loads(path.read_text()).get("add_bos_token", False)
+    except (OSError, json.JSONDecodeError, AttributeError) as e:
+        raise ValueError(f"{path}: not a JSON object ({e}). Convert the model again.") from None
+    if not isinstance(value, bool):
+        raise ValueError(
+            f"{path}: add_bos_token must be true or false, got {value!r}. Convert the model "
+            f"again, or set it to the value of the checkpoint's tokenizer_config.json."
+        )
+    return value

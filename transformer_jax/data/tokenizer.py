@@ -30,9 +30,12 @@ class Tokenizer:
 
     Attributes:
       pad_id, eos_id, bos_id, unk_id: the fixed special ids 0, 1, 2, 3.
+      add_bos: True: a text's ids start with bos, as documents do in training (data/lm/rows.py),
+        so the Generator puts bos before a prompt.
     """
 
     pad_id, eos_id, bos_id, unk_id = PAD_ID, EOS_ID, BOS_ID, UNK_ID
+    add_bos = True
 
     def __init__(self, model_proto: bytes, *, origin: str = "<memory>"):
         """Loads a serialized SentencePiece model.

@@ -5,13 +5,16 @@
     for piece in generator.stream("Return the", max_new_tokens=64):
         print(piece, end="", flush=True)
 
-A prompt is `BOS` + its tokens (an empty prompt is `BOS` alone), as documents were in training.
-Prompts of different lengths are right-aligned in one batch: each row's left padding is masked
-out and its positions count from its own first token (`DecoderOnly.init_cache(start=...)`). All
-prompt tokens but the last are prefilled in one pass, then `search.sample_loop` feeds one token
-per step in one jitted loop. Prompt lengths are padded to a multiple of 16 and batch rows to a
-power of two, so similar calls reuse one compiled program; the sampling settings are traced
-values (changing them does not recompile).
+A prompt is `BOS` + its tokens where the tokenizer adds a bos (`tokenizer.add_bos`: the
+tokenizers trained here, whose documents start with it in training), else its tokens alone (a
+converted GPT-2, as `transformers`' text-generation pipeline feeds it). An empty prompt is the
+start token alone: bos, or eos where the tokenizer has no bos (GPT-2's `<|endoftext|>` is
+both). Prompts of different lengths are right-aligned in one batch: each row's left padding
+is masked out and its positions count from its own first token
+(`DecoderOnly.init_cache(start=...)`). All prompt tokens but the last are prefilled in one
+pass, then `search.sample_loop` feeds one token per step in one jitted loop. Prompt lengths
+are padded to a multiple of 16 and batch rows to a power of two, so similar calls reuse one
+compiled program; the sampling settings are traced values (changing them does not recompile).
 
 Letters: B batch rows, P padded prompt length.
 """
@@ -143,7 +146,7 @@ class Generator:
     ):
         self.model, self.tokenizer, self.steps = model, tokenizer, tuple(steps)
         # The tokenizer's special ids; GPT-2's one special token is bos, eos and padding.
-        self._bos_id = tokenizer.bos_id
+        self._start_id = tokenizer.bos_id if tokenizer.bos_id is not None else tokenizer.eos_id
         self._pad_id = tokenizer.pad_id if tokenizer.pad_id is not None else tokenizer.eos_id
         self._graphdef, self._params = nnx.split(model)
         self._global_mesh = mesh
@@ -184,7 +187,9 @@ class Generator:
 
     # ------------------------------------------------------------------------------ batches
     def _encode(self, prompts: Sequence[str], max_new_tokens: int) -> list[list[int]]:
-        """BOS + tokens per prompt; a prompt too long for the context keeps its last tokens."""
+        """Each prompt's ids (see the module doc: the start token first where the tokenizer adds
+        a bos, or where the prompt is empty); a prompt too long for the context keeps its last
+        tokens."""
         context = self.model.cfg.max_len
         if max_new_tokens >= context:
             raise ValueError(
@@ -196,11 +201,13 @@ class Generator:
         for i, prompt in enumerate(prompts):
             if not isinstance(prompt, str):
                 raise TypeError(f"prompts[{i}] is a {type(prompt).__name__}, not a str.")
-            ids = [self._bos_id, *self.tokenizer.encode(prompt)]
+            ids = self.tokenizer.encode(prompt)
+            if self.tokenizer.add_bos or not ids:
+                ids = [self._start_id, *ids]
             if len(ids) > room:
                 warnings.warn(
-                    f"prompt {i} has {len(ids)} tokens (BOS included) but only {room} fit "
-                    f"before {max_new_tokens} new ones in the context of {context}: its first "
+                    f"prompt {i} has {len(ids)} tokens but only {room} fit before "
+                    f"{max_new_tokens} new ones in the context of {context}: its first "
                     f"{len(ids) - room} tokens were dropped.",
                     stacklevel=3,
                 )
@@ -215,13 +222,13 @@ class Generator:
 
     def _batch(self, encoded: list[list[int]], rows: int, max_new_tokens: int):
         """Right-aligned prompts `[rows, P]`, left padding `[rows]`, filler rows `[rows]`, and
-        the cache length; rows past the prompts are BOS-only fillers, finished from the start."""
+        the cache length; rows past the prompts are start-token fillers, finished at once."""
         longest = max(len(ids) for ids in encoded)
         width = min(
             LENGTH_STEP * math.ceil(longest / LENGTH_STEP), self.model.cfg.max_len - max_new_tokens
         )
         prompt = np.full((rows, width), self._pad_id, np.int32)
-        prompt[:, -1] = self._bos_id
+        prompt[:, -1] = self._start_id
         start = np.full((rows,), width - 1, np.int32)
         for r, ids in enumerate(encoded):
             prompt[r, width - len(ids) :] = ids
@@ -268,7 +275,7 @@ class Generator:
         """The continuation of each prompt (the text after it), in input order.
 
         Args:
-          prompts: texts to continue ("" starts a document from BOS).
+          prompts: texts to continue ("" starts from the start token: bos, else eos).
           max_new_tokens: most tokens generated per prompt (a row also stops at EOS).
           temperature: softmax temperature; 0 = greedy (argmax).
           top_k: sample among the k most probable tokens (0 = all).

@@ -327,11 +327,13 @@ def _label_names(workdir: Workdir) -> list[str]:
 
 
 def _write_tokenizer(tokenizer: Any, out) -> None:
-    """The tokenizer beside exported weights: tokenizer.json with its special tokens for a
-    converted one; a SentencePiece model trained here is written as tokenizer.model."""
+    """The tokenizer beside exported weights: tokenizer.json with its special tokens and
+    `add_bos_token` for a converted one; a SentencePiece model trained here is written as
+    tokenizer.model."""
     if isinstance(tokenizer, pretrained_tokenizer.PretrainedTokenizer):
         tokenizer.save(out)
         config = {f"{role}_token": token for role, token in tokenizer.special_tokens.items()}
+        config["add_bos_token"] = tokenizer.add_bos
         storage.write_text_atomic(out / "tokenizer_config.json", json.dumps(config, indent=2))
     elif hasattr(tokenizer, "model_proto"):
         storage.write_bytes_atomic(out / "tokenizer.model", tokenizer.model_proto)

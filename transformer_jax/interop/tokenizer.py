@@ -20,20 +20,39 @@ def _token(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _read_config(path: epath.Path) -> dict[str, Any]:
+    """A tokenizer config file's JSON object ({} when the folder has no such file)."""
+    if not path.is_file():
+        return {}
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ConversionError(f"{path}: not valid JSON ({e}).") from None
+    if not isinstance(config, dict):
+        raise ConversionError(f"{path}: not a JSON object.")
+    return config
+
+
 def _hf_specials(folder: epath.Path, defaults: dict[str, str | None]) -> dict[str, str | None]:
     """Token strings by role from special_tokens_map.json / tokenizer_config.json, else defaults."""
     tokens = dict(defaults)
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        path = folder / name
-        if path.is_file():
-            try:
-                config = json.loads(path.read_text())
-            except json.JSONDecodeError as e:
-                raise ConversionError(f"{path}: not valid JSON ({e}).") from None
-            for role in ROLES:
-                if _token(config.get(f"{role}_token")) is not None:
-                    tokens[role] = _token(config.get(f"{role}_token"))
+        config = _read_config(folder / name)
+        for role in ROLES:
+            if _token(config.get(f"{role}_token")) is not None:
+                tokens[role] = _token(config.get(f"{role}_token"))
     return tokens
+
+
+def _add_bos(folder: epath.Path) -> bool:
+    """tokenizer_config.json's `add_bos_token`: whether the tokenizer puts bos before a text
+    (false when absent, as for GPT-2, whose text-generation pipeline continues the prompt
+    alone)."""
+    path = folder / "tokenizer_config.json"
+    value = _read_config(path).get("add_bos_token", False)
+    if not isinstance(value, bool):
+        raise ConversionError(f"{path}: add_bos_token must be true or false, got {value!r}.")
+    return value
 
 
 def _wordpiece_json(vocab: epath.Path, lowercase: bool) -> str:
@@ -79,23 +98,23 @@ def read_hf_tokenizer(folder: epath.Path, kind: str, defaults: dict[str, str | N
         return MarianTokenizer(
             files[0].read_bytes(), files[1].read_bytes(), vocab, tokens, where=str(folder)
         )
+    add_bos = _add_bos(folder)
     if (folder / "tokenizer.json").is_file():
-        return PretrainedTokenizer(
-            (folder / "tokenizer.json").read_text(), tokens, where=str(folder / "tokenizer.json")
-        )
-    if (folder / "vocab.txt").is_file():
-        config = folder / "tokenizer_config.json"
-        lower = (
-            json.loads(config.read_text()).get("do_lower_case", True) if config.is_file() else True
-        )
-        return PretrainedTokenizer(
-            _wordpiece_json(folder / "vocab.txt", lower), tokens, where=str(folder / "vocab.txt")
-        )
-    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        where = str(folder / "tokenizer.json")
+        json_text = (folder / "tokenizer.json").read_text()
+    elif (folder / "vocab.txt").is_file():
+        lower = _read_config(folder / "tokenizer_config.json").get("do_lower_case", True)
+        where, json_text = str(folder / "vocab.txt"), _wordpiece_json(folder / "vocab.txt", lower)
+    elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
         specials = sorted({t for t in tokens.values() if t})
+        where = str(folder / "vocab.json")
         json_text = _byte_level_json(folder / "vocab.json", folder / "merges.txt", specials)
-        return PretrainedTokenizer(json_text, tokens, where=str(folder / "vocab.json"))
-    raise ConversionError(
-        f"{folder}: no tokenizer.json (or vocab.txt, or vocab.json with merges.txt). Copy "
-        f"the model's tokenizer files into the folder: the workdir needs its tokenizer."
-    )
+    else:
+        raise ConversionError(
+            f"{folder}: no tokenizer.json (or vocab.txt, or vocab.json with merges.txt). Copy "
+            f"the model's tokenizer files into the folder: the workdir needs its tokenizer."
+        )
+    try:
+        return PretrainedTokenizer(json_text, tokens, where=where, add_bos=add_bos)
+    except ValueError as e:
+        raise ConversionError(str(e)) from None
