@@ -6,6 +6,9 @@
     tokenizer.model      the SentencePiece model (+ tokenizer.json: the settings it came from)
     corpus.json          what a language model read: per split documents and bytes; for the
                          embedded stdlib corpus, the Python version and a content hash
+    labels.json          a classifier's label names and whether it reads pairs
+    embedding.json       a converted sentence-transformers model's pooling and longest input
+                         (`transformer_jax.inference.pooling.EmbeddingSettings`)
     cache/               generated corpora and tokenized splits
     checkpoints/<step>/  the latest saves: train state, data-iterator state, metadata
                          (`meta/metadata`: the seed, and the run id and model hash of run.json)
@@ -163,6 +166,7 @@ class Workdir:
     tokenizer_settings = _child("tokenizer.json")
     corpus_json = _child("corpus.json")
     labels_json = _child("labels.json")  # A classifier's label names and input kind.
+    embedding_json = _child("embedding.json")  # A sentence embedder's pooling (converted).
     cache = _child("cache")
     checkpoints = _child("checkpoints")
     best = _child("best")

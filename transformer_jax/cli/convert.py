@@ -8,8 +8,10 @@
 
 --from_hf reads a Hugging Face model folder (config.json, model.safetensors or its shards, the
 tokenizer files) of GPT-2, BERT, ViT or Marian (OPUS-MT) and writes an ordinary workdir: the
-front ends (generate, fill-mask, classify, classify-image, translate) load it, and
-`--config.init_from` fine-tunes from it. A hub name (e.g. gpt2, Helsinki-NLP/opus-mt-en-de)
+front ends (generate, fill-mask, classify, classify-image, translate, embed) load it, and
+`--config.init_from` fine-tunes from it. A sentence-transformers folder of a BERT (modules.json,
+1_Pooling/, e.g. all-MiniLM-L6-v2) is read too: its pooling and longest input are recorded
+for `embed`. A hub name (e.g. gpt2, Helsinki-NLP/opus-mt-en-de)
 is downloaded when the hub is reachable: safetensors, configs and tokenizer files, never a
 pickle. --to_hf writes a GPT, BERT or ViT workdir as a Hugging Face folder that `transformers`
 loads. --to_ctranslate2 writes a translation workdir (trained here or converted from OPUS-MT)
@@ -109,6 +111,10 @@ def body(fv: flags.FlagValues, args: list[str]) -> int:
             print(f"  dropped {what} (largest |value| {value:.3g}): they cancel in the softmax")
         for head in converted.fresh:
             print(f"  {head}: not in the checkpoint, newly initialised (fine-tune it)")
+        if converted.embedding is not None:
+            print(f"  sentence embeddings: {converted.embedding.pooling} pooling, inputs cut "
+                  f"at {converted.embedding.max_len} tokens, L2-normalised (embedding.json; "
+                  f"transformer-jax embed)")  # fmt: skip
         return 0
     if modes == ["to_ctranslate2"]:
         exported = ctranslate2.to_ctranslate2(

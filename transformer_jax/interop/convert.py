@@ -2,7 +2,8 @@
 
 An imported workdir is an ordinary one: config.json (task, model, `data.tokenizer =
 "pretrained"`), model.json, run.json, the tokenizer in `tokenizer/` and the parameters as the
-checkpoint of step 0 (parameters only: fine-tune from it with `config.init_from`). Every check
+checkpoint of step 0 (parameters only: fine-tune from it with `config.init_from`); from a
+sentence-transformers folder, also embedding.json (its pooling and longest input). Every check
 runs before anything is written, so a refused conversion leaves no partial workdir.
 """
 
@@ -22,7 +23,8 @@ from transformer_jax import models, storage
 from transformer_jax.data import pretrained_tokenizer
 from transformer_jax.data.translation.config import default_data_config
 from transformer_jax.inference import loading
-from transformer_jax.interop import bert, gpt2, marian, vit
+from transformer_jax.inference.pooling import EmbeddingSettings
+from transformer_jax.interop import bert, gpt2, marian, sentence_transformers, vit
 from transformer_jax.interop import tokenizer as tokenizers
 from transformer_jax.interop.files import (
     CONFIG,
@@ -74,6 +76,7 @@ class Converted:
     labels: list[str] | None
     fresh: list[str]  # Parts the checkpoint lacks, left at their initial values.
     dropped: dict[str, float]  # What the conversion leaves out -> the largest |value| dropped.
+    embedding: EmbeddingSettings | None = None  # A sentence-transformers folder's pooling.
 
 
 def _family(hf: dict[str, Any], where: str) -> tuple[str, Family, str]:
@@ -110,16 +113,25 @@ def read_hf(path: str | os.PathLike, *, num_classes: int | None = None) -> Conve
 
     Args:
       path: a folder with config.json, model.safetensors (or shards and their index) and the
-        tokenizer files.
+        tokenizer files; or a sentence-transformers folder (modules.json) of a BERT, whose
+        pooling is read too.
       num_classes: classes of a new head for a checkpoint without a classifier (`ViTModel`).
 
     Raises:
       ConversionError: naming the file and the field or tensor that cannot be converted.
     """
     folder = storage.as_path(path)
+    pipeline = sentence_transformers.read_pipeline(folder)
+    if pipeline is not None:
+        folder = pipeline.folder
     where = str(folder / CONFIG)
     hf = read_json(folder / CONFIG)
     model_type, family, architecture = _family(hf, where)
+    if pipeline is not None and model_type != "bert":
+        raise ConversionError(
+            f"{where}: a sentence-transformers model of model_type {model_type!r}; "
+            f"transformer_jax embeds sentences with BERT models only."
+        )
     try:
         if model_type == "vit":
             cfg = vit.model_config(hf, where, num_classes)
@@ -169,8 +181,9 @@ def read_hf(path: str | os.PathLike, *, num_classes: int | None = None) -> Conve
     params = jax.tree.map(jax.numpy.asarray, fill_params(abstract, values, str(folder)))
     labels = _labels(hf, cfg, model_type, architecture)
     task = "classify" if architecture == "BertForSequenceClassification" else family.task
+    embedding = None if pipeline is None else pipeline.settings(cfg.max_len, tokenizer)
     return Converted(model_type, architecture, cfg, params, tokenizer, task, labels,
-                     fresh_heads, dropped)  # fmt: skip
+                     fresh_heads, dropped, embedding)  # fmt: skip
 
 
 def _gpt2_key_bias(source: Source, cfg, names: list[str]) -> float:
@@ -240,6 +253,8 @@ def write_workdir(converted: Converted, workdir: str | os.PathLike, source: str)
         if converted.model_type == "vit":
             labels = {"label_names": converted.labels}
         storage.write_text_atomic(out.labels_json, json.dumps(labels, indent=1))
+    if converted.embedding is not None:
+        converted.embedding.write(out)
     params = jax.tree.map(jax.numpy.asarray, converted.params)  # Numpy leaves too.
     ckpt = Checkpoints(out, identity=identity, keep=1)
     try:
