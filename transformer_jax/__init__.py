@@ -1,14 +1,15 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
 Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`, `ImageClassifier`) -> `tasks`
-(data, loss, evaluation) -> `training` (the loop) -> `cli` (the command lines, and the
-`transformer-jax` console command).
+loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`, `Embedder`,
+`ImageClassifier`) -> `tasks` (data, loss, evaluation) -> `training` (the loop) -> `cli` (the
+command lines, and the `transformer-jax` console command).
 """
 
 from transformer_jax.deprecation import deprecated_names
 from transformer_jax.inference import (
     Classifier,
+    Embedder,
     Generator,
     ImageClassifier,
     MaskFiller,
@@ -47,6 +48,7 @@ __all__ = [
     "Classifier",
     "DecoderOnly",
     "DecoderOnlyConfig",
+    "Embedder",
     "EncoderDecoder",
     "EncoderDecoderConfig",
     "EncoderOnly",

@@ -1,6 +1,7 @@
 """Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`,
-`Generator`, `MaskFiller` (BERT fill-mask), `Classifier` (fine-tuned BERT) and
-`ImageClassifier` (ViT, with attention maps over the patches).
+`Generator`, `MaskFiller` (BERT fill-mask), `Classifier` (fine-tuned BERT), `Embedder`
+(sentence embeddings from any BERT) and `ImageClassifier` (ViT, with attention maps over the
+patches).
 
 Imports nothing from `transformer_jax.training`: a workdir is read through
 `transformer_jax.workdir` and the model registry only.
@@ -8,6 +9,7 @@ Imports nothing from `transformer_jax.training`: a workdir is read through
 
 from transformer_jax.inference.classifier import Classifier, Prediction
 from transformer_jax.inference.decoding import beam_search, greedy_decode, sample
+from transformer_jax.inference.embedder import Embedder, Match
 from transformer_jax.inference.fill_mask import Candidate, MaskFiller
 from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.image_classifier import ImageClassifier
@@ -19,9 +21,11 @@ __all__ = [
     "AttentionResult",
     "Candidate",
     "Classifier",
+    "Embedder",
     "Generator",
     "ImageClassifier",
     "MaskFiller",
+    "Match",
     "PatchAttention",
     "Prediction",
     "Translator",

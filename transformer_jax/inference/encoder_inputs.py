@@ -58,7 +58,8 @@ def load_encoder(
     if name != "encoder_only" or task not in tasks:
         raise CheckpointError(
             f"{workdir.config_json}: the run is a {task!r} task with a {name!r} model; {what} "
-            f"needs an 'encoder_only' model trained for {list(tasks)} (a configs/bert_*.py run)."
+            f"needs an 'encoder_only' model trained for {list(tasks)} (a configs/bert_*.py run, "
+            f"or a BERT converted with `convert --from_hf`)."
         )
     tokenizer = loading.load_tokenizer(workdir, config)
     model, steps = loading.load_model(workdir, config, tokenizer, step, mesh=mesh)
