@@ -77,7 +77,9 @@ def test_module_imports_have_no_cycle():
 def test_only_the_command_line_aliases_import_the_cli_package():
     # The command lines sit on top: nothing of the library imports them, except the short
     # `python -m transformer_jax.NAME` modules that run them.
-    aliases = {f"transformer_jax.{n}" for n in ("translate", "generate", "fill_mask", "classify")}
+    aliases = {
+        f"transformer_jax.{n}" for n in ("translate", "generate", "fill_mask", "classify", "embed")
+    }
     aliases |= {
         "transformer_jax.classify_image",
         "transformer_jax.evaluate",

@@ -203,8 +203,15 @@ class Workdir:
                 f"config file (train.py writes it on start)."
             ) from e
         if not isinstance(fields, dict) or not isinstance(fields.get("model"), dict):
+            hint = ""
+            if isinstance(fields, dict) and "model_type" in fields:  # A Hugging Face folder.
+                hint = (
+                    f" It is a Hugging Face model's (model_type {fields['model_type']!r}): "
+                    f"convert the folder into a workdir first, `transformer-jax convert "
+                    f"--from_hf={self.path} --workdir=NEW`, and pass NEW."
+                )
             raise CheckpointError(
-                f"{path}: config.json has no `model` section; it is not a run config."
+                f"{path}: config.json has no `model` section; it is not a run config.{hint}"
             )
         return ml_collections.ConfigDict(migrate(fields))
 

@@ -17,7 +17,9 @@ from transformer_jax import cli
 from transformer_jax.cli import evaluate, translate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MODULES = ["translate", "generate", "fill_mask", "classify", "classify_image", "evaluate", "plot"]
+MODULES = [
+    "translate", "generate", "fill_mask", "classify", "embed", "classify_image", "evaluate", "plot"
+]  # fmt: skip
 
 
 def _console_command() -> pathlib.Path:

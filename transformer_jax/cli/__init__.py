@@ -22,6 +22,7 @@ COMMANDS = {
     "generate": ("generate", "continue prompts with a language-model run"),
     "fill-mask": ("fill_mask", "guess the [MASK]s of texts with a BERT run"),
     "classify": ("classify", "classify texts or text pairs with a fine-tuned BERT run"),
+    "embed": ("embed", "embed texts as unit vectors with a BERT run, or rank them by a query"),
     "classify-image": ("classify_image", "classify image files with a ViT run"),
     "evaluate": ("evaluate", "score a split of a run's data with its task's measures"),
     "plot": ("plot", "draw a workdir's loss and validation curves"),
