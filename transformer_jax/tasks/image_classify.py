@@ -24,7 +24,7 @@ import ml_collections
 from flax import nnx
 
 from transformer_jax.data.images import config as image_config
-from transformer_jax.data.images import digits, folder, pipeline, tfds_source
+from transformer_jax.data.images import digits, folder, idx, pipeline, tfds_source
 from transformer_jax.inference import image_classifier
 from transformer_jax.tasks import image_baselines, pretrained
 from transformer_jax.tasks.label_sums import label_sums
@@ -122,8 +122,10 @@ class ImageClassificationTask(LabelTask):
     @classmethod
     def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
         """The classes and the image height, width and channels, no image read: digits are
-        10 classes of 8x8x1; a folder source has a class per subfolder of data.folder_train
-        (listed) and data.folder_size squares of data.folder_channels; a TFDS source's come
+        10 classes of 8x8x1; an IDX source's come from the files' headers (and the labels
+        file when data.idx_label_names is unset); a folder source has a class per subfolder
+        of data.folder_train (listed) and data.folder_size squares of data.folder_channels;
+        a TFDS source's come
         from its builder's metadata. What the config cannot tell (a folder without
         folder_size; a builder TFDS cannot describe without TensorFlow) is config.model's
         field of that name; without it, a ValueError names the field to set."""
@@ -138,6 +140,17 @@ class ImageClassificationTask(LabelTask):
             }
             if data.folder_size is not None:
                 values["image_height"] = values["image_width"] = data.folder_size
+        elif data.source == "idx":
+            files = pipeline.idx_files(data)
+            shape = idx.idx_shape(files["train_images"])
+            names = image_config.idx_label_names(data)
+            classes = len(names) if names else int(idx.read_idx(files["train_labels"]).max()) + 1
+            values = {
+                "num_classes": classes,
+                "image_height": shape[1] if len(shape) > 1 else None,
+                "image_width": shape[2] if len(shape) > 2 else None,
+                "channels": shape[3] if len(shape) == 4 else 1,
+            }
         else:
             values = tfds_source.builder_image_values(data)
         for field in IMAGE_FIELDS:

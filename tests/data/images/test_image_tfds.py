@@ -39,3 +39,11 @@ def test_no_test_split_and_bad_keys():
             load_image_dataset(mnist_config(tfds_image_key="img"))
         with pytest.raises(ValueError, match="field 'image' is uint8 .*not one integer class"):
             load_image_dataset(mnist_config(tfds_label_key="image"))
+
+
+def test_mock_fashion_mnist_names_its_classes():
+    """The TFDS name of the same data as the IDX files: the builder's class names come along."""
+    with tfds.testing.mock_data(num_examples=12):
+        dataset = load_image_dataset(mnist_config(tfds_name="fashion_mnist"))
+    assert dataset.label_names[:2] == ("T-shirt/top", "Trouser") and len(dataset.label_names) == 10
+    assert dataset.image_shape == (28, 28, 1) and len(dataset.splits["test"]) == 12

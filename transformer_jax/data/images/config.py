@@ -1,7 +1,8 @@
 """Image-classification input's configuration: which images, how many per step, what augmentation.
 
 Sources: "digits" (scikit-learn's 1,797 8x8 handwritten digits, offline), "tfds" (a TFDS image
-dataset such as "mnist", prepared as ArrayRecord), or "folder" (own files, `ROOT/<class>/<file>`).
+dataset such as "mnist", prepared as ArrayRecord), "folder" (own files, `ROOT/<class>/<file>`),
+or "idx" (MNIST-style IDX files, such as Fashion-MNIST's).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from transformer_jax.data.config_checks import (
     check_choice,
     check_int,
     check_missing,
+    check_optional_file,
     fail,
 )
+from transformer_jax.data.images import idx
 
-SOURCES = ("digits", "tfds", "folder")
-PATH_FIELDS = ("tfds_data_dir", "folder_train", "folder_eval", "folder_test")
+SOURCES = ("digits", "tfds", "folder", "idx")
+IDX_FILE_FIELDS = tuple(f"idx_{role}" for role in idx.FILE_NAMES)
+PATH_FIELDS = ("tfds_data_dir", "folder_train", "folder_eval", "folder_test", "idx_dir")
+PATH_FIELDS += IDX_FILE_FIELDS
 DIGITS_TOTAL = 1797  # Images in sklearn.datasets.load_digits().
 
 
@@ -50,6 +55,16 @@ def default_image_data_config() -> ml_collections.ConfigDict:
     c.folder_test = placeholder(str)  # Test root; unset = no final test.
     c.folder_size = placeholder(int)  # Resize every image to this square; unset = keep (all equal).
     c.folder_channels = 1  # 1 = grayscale, 3 = RGB (every image is converted).
+
+    # --- idx: MNIST-style IDX files (gzip or not), e.g. Fashion-MNIST's.
+    c.idx_dir = placeholder(str)  # Folder of the 4 files; unset = /usr/share/datasets/fashion-mnist.
+    c.idx_train_images = placeholder(str)  # A file instead of idx_dir's train-images-idx3-ubyte.
+    c.idx_train_labels = placeholder(str)  # ... of train-labels-idx1-ubyte.
+    c.idx_test_images = placeholder(str)  # ... of t10k-images-idx3-ubyte (no test files = no test).
+    c.idx_test_labels = placeholder(str)  # ... of t10k-labels-idx1-ubyte.
+    c.idx_label_names = placeholder(str)  # Class names, comma-separated; unset = "0", "1", ...
+    c.idx_eval = 5000  # Training images held out for validation, stratified by class.
+    c.idx_seed = 0  # Seed of the held-out draw.
 
     # --- Batches.
     c.batch_size = 64  # Global training images per step.
@@ -84,6 +99,52 @@ def _check_folder(cfg: ml_collections.ConfigDict, field: str) -> None:
             "Give a folder of class subfolders; relative paths are read from the current "
             "directory.",
         )
+
+
+def idx_folder(cfg: ml_collections.ConfigDict) -> str | None:
+    """The IDX folder to read: data.idx_dir, else Debian's Fashion-MNIST folder when it is
+    installed and no training file is given by itself, else None."""
+    if cfg.idx_dir is not None:
+        return cfg.idx_dir
+    if cfg.idx_train_images is None and storage.as_path(idx.DEBIAN_FASHION_MNIST).is_dir():
+        return idx.DEBIAN_FASHION_MNIST
+    return None
+
+
+def idx_label_names(cfg: ml_collections.ConfigDict) -> tuple[str, ...] | None:
+    """data.idx_label_names split at commas (spaces around a name dropped), or None."""
+    if cfg.idx_label_names is None:
+        return None
+    return tuple(name.strip() for name in cfg.idx_label_names.split(","))
+
+
+def _check_idx(cfg: ml_collections.ConfigDict) -> None:
+    for field in IDX_FILE_FIELDS:
+        check_optional_file(cfg, field)
+    folder = idx_folder(cfg)
+    if folder is None and (cfg.idx_train_images is None or cfg.idx_train_labels is None):
+        raise fail(
+            "idx_dir",
+            f"not set, no training files given, and {idx.DEBIAN_FASHION_MNIST} is absent",
+            "Set data.idx_dir to a folder of MNIST-style IDX files (train-images-idx3-ubyte[.gz] "
+            "and the others), or data.idx_train_images and data.idx_train_labels; for "
+            "Fashion-MNIST on Debian or Ubuntu: apt-get install dataset-fashion-mnist.",
+        )
+    if cfg.idx_dir is not None and not storage.as_path(cfg.idx_dir).is_dir():
+        raise fail(
+            "idx_dir",
+            f"{cfg.idx_dir!r} is not a folder (looked for {storage.as_path(cfg.idx_dir)})",
+            "Give the folder holding the IDX files.",
+        )
+    names = idx_label_names(cfg)
+    if names is not None and (len(names) < 2 or not all(names) or len(set(names)) < len(names)):
+        raise fail(
+            "idx_label_names",
+            f"got {cfg.idx_label_names!r}",
+            'Give two or more distinct, non-empty names separated by commas, e.g. "cat,dog".',
+        )
+    check_int(cfg, "idx_eval", 1)
+    check_int(cfg, "idx_seed", 0)
 
 
 def validate_image_data_config(cfg: ml_collections.ConfigDict) -> None:
@@ -121,6 +182,8 @@ def validate_image_data_config(cfg: ml_collections.ConfigDict) -> None:
             raise fail(
                 "folder_channels", f"got {cfg.folder_channels!r}", "Use 1 (grayscale) or 3 (RGB)."
             )
+    if cfg.source == "idx":
+        _check_idx(cfg)
     check_batching(cfg)
     check_int(cfg, "random_shift", 0)
     for field, top in (("random_rotate", 180), ("random_scale", 0.5)):

@@ -21,7 +21,9 @@ import numpy as np
 
 from transformer_jax.data.epochs import EpochIterator
 from transformer_jax.data.hosts import resolve_processes
+from transformer_jax.data.images import idx
 from transformer_jax.data.images.augment import augment_batch
+from transformer_jax.data.images.config import IDX_FILE_FIELDS, idx_folder, idx_label_names
 from transformer_jax.data.images.digits import digits_dataset
 from transformer_jax.data.images.examples import ImageSplit, ImageSplits
 from transformer_jax.data.images.folder import folder_dataset
@@ -41,9 +43,17 @@ def load_image_dataset(cfg: ml_collections.ConfigDict) -> ImageSplits:
         return digits_dataset(cfg.digits_seed, cfg.digits_eval, cfg.digits_test)
     if cfg.source == "tfds":
         return tfds_image_dataset(cfg)
+    if cfg.source == "idx":
+        return idx.idx_dataset(idx_files(cfg), idx_label_names(cfg), cfg.idx_eval, cfg.idx_seed)
     return folder_dataset(
         cfg.folder_train, cfg.folder_eval, cfg.folder_test, cfg.folder_size, cfg.folder_channels
     )
+
+
+def idx_files(cfg: ml_collections.ConfigDict) -> dict[str, str | None]:
+    """Each IDX role -> the file data.idx_* gives, else data.idx_dir's (or Debian's) file."""
+    given = {field.removeprefix("idx_"): cfg[field] for field in IDX_FILE_FIELDS}
+    return idx.idx_paths(idx_folder(cfg), given)
 
 
 @dataclasses.dataclass(frozen=True)
