@@ -1,0 +1,49 @@
+"""A Vision Transformer on Fashion-MNIST (Xiao et al. 2017): real images, a published baseline.
+
+    apt-get install dataset-fashion-mnist      # the original IDX files (or set data.idx_dir)
+    python train.py --config=configs/vit_fashion_mnist.py --workdir=runs/fashion
+
+60,000 training and 10,000 test images of 28x28 grayscale clothing in 10 classes; 5,000 of the
+training images are held out (stratified) to pick checkpoints. At the end it prints the test
+accuracy beside an RBF SVC and logistic regression on the same pixels.
+"""
+
+from configs.common import vit_base_config
+from transformer_jax.data.images.idx import FASHION_MNIST_LABELS
+
+
+def get_config():
+    c = vit_base_config("cpu")
+
+    c.data.source = "idx"  # data.idx_dir unset: /usr/share/datasets/fashion-mnist (Debian).
+    c.data.idx_label_names = ",".join(FASHION_MNIST_LABELS)
+    c.data.batch_size = 128
+    c.data.eval_batch_size = 512
+    c.data.random_shift = 2
+    c.data.random_flip = True  # Clothes are left-right symmetric enough (unlike digits).
+
+    c.model.patch_size = 4  # A 7x7 grid plus [CLS].
+    c.model.num_layers = 6
+    c.model.d_model = 128
+    c.model.num_heads = 4
+    c.model.d_ff = 256
+    c.model.dropout_rate = 0.1
+
+    c.optimizer = "adamw"
+    c.schedule = "cosine"
+    c.learning_rate = 1e-3
+    c.weight_decay = 0.05
+    c.adam_b2 = 0.999
+    c.adam_eps = 1e-8
+    c.num_train_steps = 8000
+    c.warmup_steps = 500
+    c.grad_clip_norm = 1.0
+    c.label_smoothing = 0.1
+    c.log_every = 100
+    c.eval_every = 1000
+    c.checkpoint_every = 200
+    c.keep_checkpoints = 5
+    c.test_checkpoint = "average"
+    c.test_average_last = 5
+    c.baseline_max_train = 10_000
+    return c
