@@ -54,9 +54,6 @@ def _hidden(graphdef, params, tokens, segments):
     return model(tokens, segments, attention_mask=real_tokens(tokens))
 
 
-embeddings_program = _embeddings  # The serving program, for ahead-of-time compilation.
-
-
 @dataclasses.dataclass(frozen=True)
 class Match:
     """One text ranked against a query: its index in the input, cosine similarity, the text."""
