@@ -178,6 +178,10 @@ class MarianTokenizer(_Specials):
         pieces = self._target.encode(text, out_type=str)
         return [self._vocab.get(p, self.unk_id) for p in pieces]
 
+    def encode_target_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """`encode_target` of each text (what fine-tuning's targets are encoded with)."""
+        return [self.encode_target(t) for t in texts]
+
     def decode(self, ids) -> str:
         """The target text of `ids` up to the first eos (target.spm), special tokens left out."""
         specials = {self.unk_id}

@@ -6,6 +6,7 @@ import pytest
 from transformer_jax.data.translation import (
     BATCH_KEYS,
     PACKED_KEYS,
+    SpecialIds,
     TokenizedPairs,
     build_batch,
     filter_by_length,
@@ -48,6 +49,33 @@ def test_padded_batch_layout():
     np.testing.assert_array_equal(
         batch["weights"], [[1, 1, 1, 1, 1, 0], [0] * 6, [1, 1, 1, 0, 0, 0]]
     )
+
+
+def test_a_tokenizers_own_ids_lay_out_the_batch():
+    """OPUS-MT's ids: <pad> (9 here) pads and starts the decoder, </s> is 0. The weights come
+    from the lengths, so every eos 0 counts and no padding does."""
+    ids = SpecialIds(pad=9, bos=9, eos=0)
+    batch = padded_batch(PAIRS, np.array([1, -1, 0]), length=7, tgt_length=6, ids=ids)
+    np.testing.assert_array_equal(
+        batch["src"], [[13, 0, 9, 9, 9, 9, 9], [9] * 7, [10, 11, 12, 0, 9, 9, 9]]
+    )
+    np.testing.assert_array_equal(
+        batch["tgt_in"], [[9, 22, 23, 24, 25, 9], [9] * 6, [9, 20, 21, 9, 9, 9]]
+    )
+    np.testing.assert_array_equal(
+        batch["tgt_out"], [[22, 23, 24, 25, 0, 9], [9] * 6, [20, 21, 0, 9, 9, 9]]
+    )
+    np.testing.assert_array_equal(
+        batch["weights"], [[1, 1, 1, 1, 1, 0], [0] * 6, [1, 1, 1, 0, 0, 0]]
+    )
+    packed = build_batch(
+        PAIRS, np.array([0, 2]), np.array([0, 0]), np.array([0, 4]), np.array([0, 3]),
+        np.array([1, 2]), num_rows=1, src_len=8, tgt_len=7, packed=True, ids=ids,
+    )  # fmt: skip
+    np.testing.assert_array_equal(packed["src"][0], [10, 11, 12, 0, 14, 15, 0, 9])
+    np.testing.assert_array_equal(packed["tgt_in"][0], [9, 20, 21, 9, 26, 9, 9])
+    np.testing.assert_array_equal(packed["tgt_out"][0], [20, 21, 0, 26, 0, 9, 9])
+    np.testing.assert_array_equal(packed["weights"][0], [1, 1, 1, 1, 1, 0, 0])
 
 
 def test_packed_batch_layout():

@@ -25,6 +25,7 @@ does: it needs only `transformer_jax.data.tokenizer`, which every task's data sh
 from transformer_jax.data.translation.batching import (
     BATCH_KEYS,
     PACKED_KEYS,
+    SpecialIds,
     build_batch,
     padded_batch,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "BATCH_KEYS",
     "PACKED_KEYS",
     "EvalBatches",
+    "SpecialIds",
     "TokenizedPairs",
     "TrainIterator",
     "bucket_lengths",

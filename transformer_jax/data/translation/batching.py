@@ -2,24 +2,47 @@
 
 Shapes: B rows, S source length, T target length (S == T for bucketed and packed batches).
 
-  src      int32 [B, S]  source ids + eos, then pad (0)
+  src      int32 [B, S]  source ids + eos, then pad
   tgt_in   int32 [B, T]  bos + target ids (the decoder input, "offset by one position", §3.1)
   tgt_out  int32 [B, T]  target ids + eos (what the decoder predicts)
-  weights  float32 [B, T]  1 where tgt_out is a real token, 0 on padding
+  weights  float32 [B, T]  1 where tgt_out is a pair's token (eos included), 0 on padding
 
 Packed batches (several pairs per row) add, for each side, `*_segment_ids` (1, 2, 3, ... per
 pair in the row, 0 on padding) and `*_positions` (0, 1, ... restarting with each pair).
+
+pad, bos and eos are the tokenizer's (`SpecialIds.of`): the project's 0, 2, 1, or a converted
+OPUS-MT model's `<pad>` (also its decoder start) and `</s>` = 0. So the weights come from the
+pairs' lengths, never from token values.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from transformer_jax.data.tokenizer import BOS_ID, EOS_ID
 from transformer_jax.data.translation.tokenized import TokenizedPairs
+from transformer_jax.tokens import BOS_ID, EOS_ID, PAD_ID
 
 BATCH_KEYS = ("src", "tgt_in", "tgt_out", "weights")
 PACKED_KEYS = BATCH_KEYS + ("src_segment_ids", "src_positions", "tgt_segment_ids", "tgt_positions")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    """The ids a batch is laid out with: padding, the decoder's start token, the end token."""
+
+    pad: int = PAD_ID
+    bos: int = BOS_ID
+    eos: int = EOS_ID
+
+    @classmethod
+    def of(cls, tokenizer) -> SpecialIds:
+        """The tokenizer's own pad, bos and eos ids."""
+        return cls(int(tokenizer.pad_id), int(tokenizer.bos_id), int(tokenizer.eos_id))
+
+
+PROJECT_IDS = SpecialIds()  # The ids of the tokenizers trained here (transformer_jax.tokens).
 
 
 def _spans(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -47,6 +70,7 @@ def build_batch(
     src_len: int,
     tgt_len: int,
     packed: bool,
+    ids: SpecialIds = PROJECT_IDS,
 ) -> dict[str, np.ndarray]:
     """Writes pairs into fixed-shape arrays at given rows and columns.
 
@@ -61,13 +85,18 @@ def build_batch(
       src_len: S.
       tgt_len: T.
       packed: whether to add segment ids and positions.
+      ids: the pad, bos and eos ids to lay out with (the tokenizer's).
 
     Returns:
       The batch dict (keys BATCH_KEYS, plus PACKED_KEYS if packed); unused rows are padding.
     """
     examples = np.asarray(examples, dtype=np.int64)
     batch = {
-        key: np.zeros((num_rows, src_len if key.startswith("src") else tgt_len), np.int32)
+        key: np.full(
+            (num_rows, src_len if key.startswith("src") else tgt_len),
+            ids.pad if key in ("src", "tgt_in", "tgt_out") else 0,
+            np.float32 if key == "weights" else np.int32,
+        )
         for key in (PACKED_KEYS if packed else BATCH_KEYS)
     }
 
@@ -75,7 +104,7 @@ def build_batch(
     span, within = _spans(src_lengths)
     r, c = rows[span], src_starts[span] + within
     tokens = _take(data.src_ids, data.src_offsets[examples][span] + within)
-    batch["src"][r, c] = np.where(within == src_lengths[span] - 1, EOS_ID, tokens)
+    batch["src"][r, c] = np.where(within == src_lengths[span] - 1, ids.eos, tokens)
     if packed:
         batch["src_segment_ids"][r, c] = segments[span]
         batch["src_positions"][r, c] = within
@@ -84,19 +113,23 @@ def build_batch(
     span, within = _spans(tgt_lengths)
     r, c = rows[span], tgt_starts[span] + within
     first = data.tgt_offsets[examples][span]
-    batch["tgt_in"][r, c] = np.where(within == 0, BOS_ID, _take(data.tgt_ids, first + within - 1))
+    batch["tgt_in"][r, c] = np.where(within == 0, ids.bos, _take(data.tgt_ids, first + within - 1))
     batch["tgt_out"][r, c] = np.where(
-        within == tgt_lengths[span] - 1, EOS_ID, _take(data.tgt_ids, first + within)
+        within == tgt_lengths[span] - 1, ids.eos, _take(data.tgt_ids, first + within)
     )
+    batch["weights"][r, c] = 1.0
     if packed:
         batch["tgt_segment_ids"][r, c] = segments[span]
         batch["tgt_positions"][r, c] = within
-    batch["weights"] = (batch["tgt_out"] != 0).astype(np.float32)
     return batch
 
 
 def padded_batch(
-    data: TokenizedPairs, examples: np.ndarray, length: int, tgt_length: int | None = None
+    data: TokenizedPairs,
+    examples: np.ndarray,
+    length: int,
+    tgt_length: int | None = None,
+    ids: SpecialIds = PROJECT_IDS,
 ) -> dict[str, np.ndarray]:
     """One pair per row, padded to a fixed length.
 
@@ -105,6 +138,7 @@ def padded_batch(
       examples: int [B] pair index per row; -1 leaves the row empty (all padding, weight 0).
       length: S, also T unless `tgt_length` is given.
       tgt_length: T.
+      ids: the pad, bos and eos ids to lay out with (the tokenizer's).
 
     Returns:
       The batch dict, arrays [B, S] and [B, T].
@@ -123,4 +157,5 @@ def padded_batch(
         length,
         tgt_length or length,
         packed=False,
+        ids=ids,
     )

@@ -30,8 +30,10 @@ class EpochBatches:
         epoch: int,
         buckets: np.ndarray | None,
         batches_per_bucket: tuple[int, ...] | None,
+        ids: batching.SpecialIds = batching.PROJECT_IDS,
     ):
         self._data, self._lengths, self._rows, self._pack = data, lengths, rows, pack
+        self._ids = ids
         if pack:
             self._packed = planning.plan_packed_epoch(
                 data.src_lengths, data.tgt_lengths, lengths[-1], seed, epoch
@@ -55,7 +57,7 @@ class EpochBatches:
             raise IndexError(f"batch {i} of an epoch of {self._num_batches}")
         if not self._pack:
             bucket, examples = self._bucketed[i]
-            return batching.padded_batch(self._data, examples, self._lengths[bucket])
+            return batching.padded_batch(self._data, examples, self._lengths[bucket], ids=self._ids)
         p, num_rows = self._packed, self._rows[-1]
         sl = slice(self._bounds[i], self._bounds[i + 1])
         return batching.build_batch(
@@ -69,6 +71,7 @@ class EpochBatches:
             self._lengths[-1],
             self._lengths[-1],
             packed=True,
+            ids=self._ids,
         )
 
 
@@ -95,6 +98,7 @@ class TrainIterator(EpochIterator):
         batches_per_bucket: tuple[int, ...] | None = None,
         num_dropped: int = 0,
         layout: str = "",
+        ids: batching.SpecialIds = batching.PROJECT_IDS,
     ):
         """Sets up the iterator at the start of epoch 0.
 
@@ -109,6 +113,7 @@ class TrainIterator(EpochIterator):
             None = this host's own need.
           num_dropped: how many pairs the length filter dropped (reported only).
           layout: description of the host layout, part of the state's fingerprint.
+          ids: the tokenizer's pad, bos and eos ids, which the batches are laid out with.
         """
         if len(data) == 0:
             raise ValueError(
@@ -117,7 +122,7 @@ class TrainIterator(EpochIterator):
             )
         self.lengths, self.rows = lengths, rows
         self.num_pairs, self.num_dropped = len(data), num_dropped
-        self._data, self._pack, self._seed = data, pack, seed
+        self._data, self._pack, self._seed, self._ids = data, pack, seed, ids
         self._buckets = None
         self.batches_per_bucket = None
         if not pack:
@@ -151,4 +156,5 @@ class TrainIterator(EpochIterator):
             epoch,
             self._buckets,
             self.batches_per_bucket,
+            self._ids,
         )

@@ -41,7 +41,7 @@ def _tokenizer_settings(cfg: ml_collections.ConfigDict) -> dict:
 
 def load_tokenizer_or_train(
     cfg: ml_collections.ConfigDict, workdir: WorkdirLike
-) -> Tokenizer | converted.MarianTokenizer:
+) -> tokenized.PairTokenizer:
     """Loads the tokenizer, training it on the training split first if there is none yet.
 
     Order: a converted checkpoint's tokenizer (`workdir/tokenizer/`, see
@@ -94,7 +94,7 @@ def load_tokenizer_or_train(
 
 def tokenized_split(
     cfg: ml_collections.ConfigDict,
-    tokenizer: Tokenizer,
+    tokenizer: tokenized.PairTokenizer,
     split: str,
     workdir: WorkdirLike | None,
     process_index: int,
@@ -171,7 +171,7 @@ def train_shapes(
 
 def make_train_iterator(
     cfg: ml_collections.ConfigDict,
-    tokenizer: Tokenizer,
+    tokenizer: tokenized.PairTokenizer,
     workdir: WorkdirLike,
     *,
     process_index: int | None = None,
@@ -224,6 +224,7 @@ def make_train_iterator(
         batches_per_bucket=batches_per_bucket,
         num_dropped=dropped,
         layout=f"{process_index}/{process_count}",
+        ids=batching.SpecialIds.of(tokenizer),
     )
 
 
@@ -241,7 +242,7 @@ class EvalBatches(list):
 
 def make_eval_batches(
     cfg: ml_collections.ConfigDict,
-    tokenizer: Tokenizer,
+    tokenizer: tokenized.PairTokenizer,
     split: str,
     *,
     process_index: int | None = None,
@@ -278,8 +279,9 @@ def make_eval_batches(
     num_batches = math.ceil(largest_shard / rows)
     slots = np.full(num_batches * rows, -1, np.int64)
     slots[: len(data)] = np.arange(len(data))
+    ids = batching.SpecialIds.of(tokenizer)
     batches = EvalBatches(
-        batching.padded_batch(data, slots[i * rows : (i + 1) * rows], cfg.max_len)
+        batching.padded_batch(data, slots[i * rows : (i + 1) * rows], cfg.max_len, ids=ids)
         for i in range(num_batches)
     )
     batches.num_pairs, batches.num_dropped = len(data), dropped

@@ -20,9 +20,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from transformer_jax import storage
+from transformer_jax.data.pretrained_tokenizer import MarianTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 
 _FIELDS = ("src_ids", "src_offsets", "tgt_ids", "tgt_offsets")
+# What encodes pairs: a SentencePiece model trained here, or a converted OPUS-MT model's
+# tokenizer (a run fine-tuned from one with config.init_from).
+PairTokenizer = Tokenizer | MarianTokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,18 +91,21 @@ def _flatten(id_lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, offsets
 
 
-def tokenize_pairs(tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]]) -> TokenizedPairs:
+def tokenize_pairs(tokenizer: PairTokenizer, pairs: Sequence[tuple[str, str]]) -> TokenizedPairs:
     """Encodes (source, target) text pairs into flat arrays.
 
     Args:
-      tokenizer: the shared tokenizer.
+      tokenizer: the shared vocabulary's tokenizer. Targets are encoded with its
+        `encode_target_batch` where it has one (a converted OPUS-MT tokenizer's target.spm),
+        else like sources.
       pairs: N text pairs.
 
     Returns:
       N tokenized pairs.
     """
+    encode_targets = getattr(tokenizer, "encode_target_batch", tokenizer.encode_batch)
     src_ids, src_offsets = _flatten(tokenizer.encode_batch([s for s, _ in pairs]))
-    tgt_ids, tgt_offsets = _flatten(tokenizer.encode_batch([t for _, t in pairs]))
+    tgt_ids, tgt_offsets = _flatten(encode_targets([t for _, t in pairs]))
     return TokenizedPairs(src_ids, src_offsets, tgt_ids, tgt_offsets)
 
 
@@ -106,7 +113,7 @@ def cached_tokenize(
     cache_root: str | os.PathLike,
     key: str,
     read_pairs: Callable[[], tuple[Sequence[tuple[str, str]], int]],
-    tokenizer: Tokenizer,
+    tokenizer: PairTokenizer,
 ) -> tuple[TokenizedPairs, int]:
     """Tokenizes pairs once and keeps the arrays as .npy files under `cache_root`.
 
