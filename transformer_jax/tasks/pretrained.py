@@ -116,6 +116,15 @@ def _kept(kind: str, workdir: Workdir) -> AnyTokenizer | None:
     return Tokenizer.load(workdir.tokenizer_model) if workdir.tokenizer_model.exists() else None
 
 
+def _where(kind: str, workdir: Workdir) -> str:
+    """Where a run of `kind` keeps its tokenizer, for messages."""
+    if kind == "byte":
+        return "byte tokens"
+    if kind == "pretrained":
+        return f"{workdir.path / converted.WORKDIR_FOLDER}/"
+    return str(workdir.tokenizer_model)
+
+
 def _keep(tokenizer: AnyTokenizer, kind: str, workdir: Workdir) -> None:
     """Writes the tokenizer's files into `workdir` (process 0), where `_kept` finds them."""
     if jax.process_index() != 0 or kind == "byte":
@@ -141,8 +150,9 @@ def pretrained_tokenizer(
       task: the task's name, for the messages.
 
     Raises:
-      ValueError: `data.tokenizer` is not the pretrained run's kind, or `spm_model_path` is
-        set (each naming the field and the value to set).
+      ValueError: `data.tokenizer` is not the pretrained run's kind, `spm_model_path` is
+        set, or `workdir` keeps another tokenizer than the pretrained run's (each naming both
+        tokenizers and what to set).
       CheckpointError: the pretrained workdir or its tokenizer cannot be read.
     """
     kind = data.tokenizer
@@ -155,18 +165,31 @@ def pretrained_tokenizer(
     if kind != theirs:
         raise ValueError(
             f"config.data.tokenizer={kind!r}, but config.init_from={init_from!r} was trained "
-            f"with {theirs!r} tokens, the only ones its embeddings fit. Set "
-            f"--config.data.tokenizer={theirs} (the {task} task then takes the pretrained "
-            f"run's tokenizer)."
+            f"with {theirs!r} tokens ({_where(theirs, source)}), the only ones its embeddings "
+            f"fit. Set --config.data.tokenizer={theirs} (the {task} task then takes the "
+            f"pretrained run's tokenizer)."
         )
     if data.get("spm_model_path") is not None:
         raise ValueError(
             f"config.data.spm_model_path={data.spm_model_path!r}, but config.init_from="
-            f"{init_from!r} brings its own tokenizer. Unset spm_model_path: the pretrained "
-            f"embeddings only fit the pretrained tokenizer."
+            f"{init_from!r} brings its own tokenizer ({_where(theirs, source)}). Unset "
+            f"spm_model_path: the pretrained embeddings only fit the pretrained tokenizer."
         )
+    try:
+        tokenizer = pretrained.tokenizer or loading.load_tokenizer(source, pretrained.config)
+    except CheckpointError:
+        if kept is None:
+            raise
+        return kept  # The pretrained run's tokenizer is gone: the run stands alone.
     if kept is not None:
+        if kept.fingerprint != tokenizer.fingerprint:
+            raise ValueError(
+                f"{workdir.path} keeps another tokenizer ({_where(kind, workdir)}, fingerprint "
+                f"{kept.fingerprint}) than config.init_from={init_from!r} "
+                f"({_where(theirs, source)}, fingerprint {tokenizer.fingerprint}), whose "
+                f"embeddings fit only its own. Use a new --workdir, or the init_from this run "
+                f"started from."
+            )
         return kept
-    tokenizer = pretrained.tokenizer or loading.load_tokenizer(source, pretrained.config)
     _keep(tokenizer, kind, workdir)
     return tokenizer

@@ -3,6 +3,11 @@
 Batches (from `transformer_jax.data`): `src` [B, S], `tgt_in` [B, T], `tgt_out` [B, T],
 `weights` [B, T], and for packed rows `src_segment_ids`, `src_positions`, `tgt_segment_ids`,
 `tgt_positions`. Decoding for the scores goes through `Translator`, the same path as the CLIs.
+
+With `config.init_from` the model continues a pretrained translation model (a run trained
+here, or a converted OPUS-MT model) on this run's pairs: its model section must be the
+pretrained model's, and the tokenizer, the vocabulary and the special ids are the pretrained
+run's (`tasks.pretrained`; the batches are laid out with the tokenizer's pad, bos and eos).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from transformer_jax.data.translation.config import check_text_split_fields, wit
 from transformer_jax.inference import decoding
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
-from transformer_jax.tasks import losses
+from transformer_jax.tasks import losses, pretrained
 from transformer_jax.tasks.base import (
     ScoreOptions,
     SplitScores,
@@ -68,6 +73,21 @@ def translation_loss(
     return sums["loss_sum"], sums
 
 
+def _check_translation_model(init_from: str, workdir: Workdir) -> None:
+    """Raises unless `init_from` holds a translation model (an encoder-decoder); nothing is
+    checked once this run keeps its own model.json (a resumed run stands alone)."""
+    if workdir.read_model() is not None:
+        return
+    run = pretrained.read_pretrained(init_from, TranslationTask.name)
+    task, name = run.config.get("task"), run.config.get("model", {}).get("name")
+    if name != "encoder_decoder":
+        raise ValueError(
+            f"config.init_from={init_from!r} holds a {task!r} run of a {name!r} model; the "
+            f"translation task continues an 'encoder_decoder' (a translation run trained here, "
+            f"or an OPUS-MT model converted with python -m transformer_jax.convert)."
+        )
+
+
 class TranslationTask(Task):
     """Source sentence -> target sentence with the encoder-decoder."""
 
@@ -86,6 +106,10 @@ class TranslationTask(Task):
         "target_lang",
         "embedded_target_lang",
     )
+    init_from_hints = {  # vocab_size is the only model field the data decides.
+        "vocab_size": "leave config.model.vocab_size unset: the pretrained model's ({value}) "
+        "is taken",
+    }
 
     @classmethod
     def add_config_fields(cls, config: ml_collections.ConfigDict) -> None:
@@ -93,6 +117,7 @@ class TranslationTask(Task):
         config.eval_bleu_sentences = 500  # Validation sentences decoded for BLEU at each eval.
         config.decode_batch_size = 64  # Rows per decoding batch.
         config.test_sentences = 0  # Test sentences decoded after the last step; -1 all, 0 none.
+        pretrained.add_init_from(config)  # A translation model to continue; '': from scratch.
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
@@ -108,21 +133,46 @@ class TranslationTask(Task):
         _check_count(config, "eval_bleu_sentences", 0)
         _check_count(config, "test_sentences", -1)
         _check_count(config, "decode_batch_size", 1)
+        pretrained.check_init_from(config)
+        if config.data.tokenizer == "pretrained" and not config.get("init_from"):
+            raise ValueError(
+                "config.data.tokenizer='pretrained' is the tokenizer of a converted checkpoint, "
+                "which comes with it: set --config.init_from=<its workdir> (python -m "
+                "transformer_jax.convert writes one), or use 'sentencepiece'."
+            )
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
-        self.tokenizer = data_lib.load_tokenizer_or_train(config.data, workdir)
+        self.init_from = config.get("init_from") or None
+        if self.init_from:
+            _check_translation_model(self.init_from, workdir)  # Before a tokenizer is kept.
+            self.tokenizer = pretrained.pretrained_tokenizer(
+                config.data, workdir, self.init_from, self.name
+            )
+        else:
+            self.tokenizer = data_lib.load_tokenizer_or_train(config.data, workdir)
         self._pairs: dict[str, list[tuple[str, str]]] = {}
 
     def data_values(self) -> Mapping[str, Any]:
-        return {"vocab_size": self.tokenizer.vocab_size, "max_len": self.config.data.max_len}
+        """vocab_size: the tokenizer's; with init_from the pretrained model's (a converted
+        model's table may have rows its tokenizer never produces); max_len: data's."""
+        vocab = self.tokenizer.vocab_size
+        if self.init_from:
+            vocab = pretrained.pretrained_field(
+                self.init_from, "vocab_size", self.name, self.workdir
+            )
+        return {"vocab_size": vocab, "max_len": self.config.data.max_len}
 
     @classmethod
     def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
-        """vocab_size: the pieces of `data.spm_model_path` when set, else `data.vocab_size`,
-        an upper bound (a tokenizer trained on a small corpus has fewer); max_len: data's."""
+        """vocab_size: with init_from the pretrained model's; the pieces of
+        `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a tokenizer
+        trained on a small corpus has fewer); max_len: data's."""
         data = config.data
-        vocab_size = configured_vocab_size(data.vocab_size, data.spm_model_path)
+        if config.get("init_from"):
+            vocab_size = pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
+        else:
+            vocab_size = configured_vocab_size(data.vocab_size, data.spm_model_path)
         return {"vocab_size": vocab_size, "max_len": data.max_len}
 
     @classmethod

@@ -22,6 +22,7 @@ def test_default_config_is_valid():
         ("embedded_target_lang", "es"),
         ("embedded_train_size", 0),
         ("vocab_size", 3),
+        ("tokenizer", "byte"),  # The language model's kind; translation has no byte tokens.
         ("spm_model_type", "wordpiece"),
         ("spm_character_coverage", 1.5),
         ("max_len", 1),

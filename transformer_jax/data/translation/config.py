@@ -24,6 +24,7 @@ from transformer_jax.data.config_checks import (
 SOURCES = ("embedded", "tfds", "text")
 EMBEDDED_LANGS = ("fr", "de")
 SPM_MODEL_TYPES = ("unigram", "bpe", "char", "word")
+TOKENIZERS = ("sentencepiece", "pretrained")
 SPLITS = ("train", "eval", "test")
 PATH_FIELDS = tuple(f"text_{s}_{k}" for s in SPLITS for k in ("src", "tgt", "tsv")) + (
     "spm_model_path",
@@ -68,7 +69,10 @@ def default_data_config() -> ml_collections.ConfigDict:
     c.embedded_test_size = 3_000  # Test pairs (integers disjoint from train and validation).
     c.embedded_seed = 0  # Seed that fixes which integers land in which split.
 
-    # --- SentencePiece tokenizer: one vocabulary shared by source and target.
+    # --- Tokens: one vocabulary shared by source and target: SentencePiece trained on the
+    # training split (or spm_model_path); with config.init_from, the pretrained run's (its kind
+    # named here; "pretrained": a converted OPUS-MT model's).
+    c.tokenizer = "sentencepiece"  # "sentencepiece" or "pretrained".
     c.vocab_size = 32_000  # Upper bound; a small corpus yields fewer pieces (no hard limit).
     c.spm_model_type = "unigram"  # "unigram" or "bpe" (also "char", "word").
     c.spm_character_coverage = 1.0  # Share of characters covered; the rest map to unk (id 3).
@@ -126,6 +130,12 @@ def validate_data_config(cfg: ml_collections.ConfigDict) -> None:
         for field in ("embedded_train_size", "embedded_eval_size", "embedded_test_size"):
             check_int(cfg, field, 1)
         check_int(cfg, "embedded_seed", 0)
+    if cfg.tokenizer not in TOKENIZERS:
+        raise fail(
+            "tokenizer",
+            f"got {cfg.tokenizer!r}",
+            f"Use one of {TOKENIZERS} ('pretrained' comes with config.init_from).",
+        )
     check_int(cfg, "vocab_size", 16)
     if cfg.spm_model_type not in SPM_MODEL_TYPES:
         raise fail(
