@@ -9,7 +9,9 @@ well: `--config.data.text_train_src=train.en --config.data.text_train_tgt=train.
 split are both needed (validation loss and BLEU every `eval_every` steps). To translate a test
 split after the last step, add `--config.data.text_test_tsv=test.tsv --config.test_sentences=-1`.
 A shared SentencePiece vocabulary of at most `vocab_size` pieces is trained on the training
-split into `runs/mytext/tokenizer.model` on first use.
+split into `runs/mytext/tokenizer.model` on first use. To continue a converted OPUS-MT model (or
+another translation run) on these files instead, with its tokenizer, add
+`--config.init_from=<its workdir>`: docs/interop.md gives the whole recipe.
 """
 
 from configs.default import get_config as default_config
