@@ -131,7 +131,10 @@ def test_truncated_data_names_the_file_and_the_sizes(tmp_path):
     data = idx_bytes(np.zeros((3, 2, 2), np.uint8))
     path = tmp_path / "t"
     path.write_bytes(data[:-1])
-    with pytest.raises(ValueError, match=r"t: the header declares uint8 \(3, 2, 2\) .*28 bytes.*27 bytes.*truncated"):
+    with pytest.raises(
+        ValueError,
+        match=r"t: the header declares uint8 \(3, 2, 2\) .*28 bytes.*27 bytes.*truncated",
+    ):
         idx.read_idx(str(path))
     path.write_bytes(gzip.compress(data)[:-6])
     with pytest.raises(ValueError, match=r"damaged or truncated gzip"):
@@ -151,7 +154,9 @@ def test_counts_that_differ_name_both_files(tmp_path):
 def test_labels_outside_the_named_classes(tmp_path):
     write_set(tmp_path / "d")
     cfg = config(tmp_path / "d", idx_label_names="a,b,c")
-    with pytest.raises(ValueError, match=r"train-labels-idx1-ubyte.gz: labels span \[0, 3\], outside the 3"):
+    with pytest.raises(
+        ValueError, match=r"train-labels-idx1-ubyte.gz: labels span \[0, 3\], outside the 3"
+    ):
         load_image_dataset(cfg)
 
 
@@ -191,7 +196,9 @@ def test_the_fashion_config_trains_on_idx_files(tmp_path):
     for role in ("train_images", "test_images"):  # 28x28 images, as the config's patches need
         n = 64 if role == "train_images" else 16
         path = tmp_path / "d" / (idx.FILE_NAMES[role] + ".gz")
-        path.write_bytes(gzip.compress(idx_bytes(images[:n] + np.arange(n)[:, None, None] % 4 * 50)))
+        path.write_bytes(
+            gzip.compress(idx_bytes(images[:n] + np.arange(n)[:, None, None] % 4 * 50))
+        )
     flags = [
         f"--config.data.idx_dir={tmp_path / 'd'}",
         "--config.data.idx_label_names=T-shirt/top,Trouser,Pullover,Dress",

@@ -57,11 +57,12 @@ def default_image_data_config() -> ml_collections.ConfigDict:
     c.folder_channels = 1  # 1 = grayscale, 3 = RGB (every image is converted).
 
     # --- idx: MNIST-style IDX files (gzip or not), e.g. Fashion-MNIST's.
-    c.idx_dir = placeholder(str)  # Folder of the 4 files; unset = /usr/share/datasets/fashion-mnist.
-    c.idx_train_images = placeholder(str)  # A file instead of idx_dir's train-images-idx3-ubyte.
-    c.idx_train_labels = placeholder(str)  # ... of train-labels-idx1-ubyte.
-    c.idx_test_images = placeholder(str)  # ... of t10k-images-idx3-ubyte (no test files = no test).
-    c.idx_test_labels = placeholder(str)  # ... of t10k-labels-idx1-ubyte.
+    # Unset idx_dir and files: Debian's /usr/share/datasets/fashion-mnist (when installed).
+    c.idx_dir = placeholder(str)  # Folder of the 4 files (original names, .gz or not).
+    c.idx_train_images = placeholder(str)  # A file for train-images-idx3-ubyte.
+    c.idx_train_labels = placeholder(str)  # A file for train-labels-idx1-ubyte.
+    c.idx_test_images = placeholder(str)  # For t10k-images-idx3-ubyte (no test files: no test).
+    c.idx_test_labels = placeholder(str)  # For t10k-labels-idx1-ubyte.
     c.idx_label_names = placeholder(str)  # Class names, comma-separated; unset = "0", "1", ...
     c.idx_eval = 5000  # Training images held out for validation, stratified by class.
     c.idx_seed = 0  # Seed of the held-out draw.

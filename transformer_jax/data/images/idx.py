@@ -234,7 +234,9 @@ def idx_dataset(
     top = max(int(train_labels.max()), int(test[1].max()) if test and len(test[1]) else 0)
     names = label_names or tuple(str(k) for k in range(top + 1))
     for role, labels in (("train_labels", train_labels), ("test_labels", test and test[1])):
-        if labels is not None and len(labels) and not 0 <= labels.min() <= labels.max() < len(names):
+        if labels is None or not len(labels):
+            continue
+        if not 0 <= labels.min() <= labels.max() < len(names):
             raise ValueError(
                 f"{paths[role]}: labels span [{labels.min()}, {labels.max()}], outside the "
                 f"{len(names)} classes of data.idx_label_names. Give one name per class."
