@@ -104,3 +104,25 @@ def vit_base_config(preset: str = "cpu") -> ml_collections.ConfigDict:
     classes, image size and channels are left to the data (transformer_jax/data/images)."""
     model = models.config_section("vit", preset)
     return run_config("image_classify", model, default_image_data_config())
+
+
+def minilm_finetune(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+    """Turns a classify config into fine-tuning sentence-transformers' all-MiniLM-L6-v2,
+    converted into `runs/minilm` (docs/interop.md): its model section (6 post-LN layers, d 384,
+    12 heads), a new head on the mean of the tokens' outputs (the model's own pooling), and
+    AdamW at the small, linearly decayed learning rate pretrained BERTs are fine-tuned with."""
+    c.init_from = "runs/minilm"  # The converted workdir (its WordPiece tokenizer comes too).
+    c.model.num_layers = 6
+    c.model.d_model = 384
+    c.model.num_heads = 12
+    c.model.d_ff = 1536
+    c.model.norm = "post"
+    c.model.max_len = 512
+    c.model.pool = "mean"
+    c.optimizer = "adamw"
+    c.schedule = "linear"
+    c.learning_rate = 1e-4
+    c.weight_decay = 0.01
+    c.adam_b2 = 0.999
+    c.adam_eps = 1e-6
+    return c
