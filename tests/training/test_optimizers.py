@@ -1,5 +1,6 @@
 """Optimizers and schedules by config: each schedule against its formula, AdamW's decay mask,
-layer-wise learning-rate decay, the state layout of older runs, and the errors."""
+layer-wise learning-rate decay, the head-first phase (LP-FT), the state layout of older runs,
+and the errors."""
 
 import math
 
@@ -95,6 +96,37 @@ def test_layer_decay_factors_per_block(scan):
     for i in range(3):  # Block i of L = 3: decay^(L - i).
         block = got["decoder/layers/ffn/w1"][i] if scan else got[f"decoder/layers/{i}/ffn/w1"]
         assert np.allclose(block, -(0.5 ** (3 - i))), i
+
+
+def test_head_only_steps_hold_the_rest_then_ramp_it_in():
+    """Steps 0-2 move the head alone; then the rest joins at 1/2, then fully (ramp 2)."""
+    params = {"body": {"w": jnp.ones(3)}, "head": {"kernel": jnp.ones(2)}}
+    tx, _ = opt.make_optimizer(
+        8, schedule="constant", learning_rate=1.0, warmup_steps=2, head_only_steps=3,
+        head=("head",), optimizer="adamw",
+    )  # fmt: skip
+    state, grads = tx.init(params), jax.tree.map(jnp.ones_like, params)
+    body, head = [], []
+    for _ in range(6):
+        updates, state = tx.update(grads, state, params)
+        body.append(float(updates["body"]["w"][0]))
+        head.append(float(updates["head"]["kernel"][0]))
+    lr = constant_schedule(1.0, 2)
+    expected = [-float(lr(t)) for t in range(6)]  # Adam on constant gradients: -lr per entry.
+    np.testing.assert_allclose(head, expected, rtol=1e-5)
+    factors = [0, 0, 0, 0.5, 1, 1]
+    np.testing.assert_allclose(
+        body, [f * e for f, e in zip(factors, expected, strict=True)], rtol=1e-5
+    )
+
+
+def test_head_only_steps_need_a_head_and_a_pretrained_start():
+    with pytest.raises(ValueError, match="needs a task with a new head"):
+        opt.make_optimizer(8, schedule="constant", head_only_steps=2)
+    with pytest.raises(ValueError, match="config.init_from is not set"):
+        opt.check_fields(ml_collections.ConfigDict({"head_only_steps": 5}))
+    with pytest.raises(ValueError, match="head_only_steps must be an integer >= 0"):
+        opt.check_fields(ml_collections.ConfigDict({"head_only_steps": -1, "init_from": "r"}))
 
 
 def test_adam_on_noam_keeps_the_state_layout_of_older_runs():

@@ -106,7 +106,7 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
             f"{e} Compiling ahead of time needs both: define them on the task class."
         ) from None
     model_cfg = models.build_config(config.model, data_values)
-    tx, _ = optimizer_from_config(config, model_cfg.d_model)
+    tx, _ = optimizer_from_config(config, model_cfg.d_model, task_cls.fresh_params)
     graphdef, state, shardings = abstract_train_state(model_cfg, tx, mesh)
     train_fn, eval_fn = compile_steps(
         graphdef,

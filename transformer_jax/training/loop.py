@@ -128,7 +128,7 @@ def _run(
     model_cfg = models.build_config(config.model, task.data_values())
     if jax.process_index() == 0:
         workdir.write_model(config.model.name, model_cfg)
-    tx, schedule = optimizer_from_config(config, model_cfg.d_model)
+    tx, schedule = optimizer_from_config(config, model_cfg.d_model, task.fresh_params)
     graphdef, state, shardings = create_train_state(model_cfg, tx, mesh, config.seed)
     train_fn, eval_fn = compile_steps(
         graphdef,

@@ -1,6 +1,7 @@
 """The optimizer, from a config: Adam (§5.3: beta1=0.9, beta2=0.98, eps=1e-9) or AdamW with a
 weight-decay mask, on the Noam, linear, cosine or constant schedule, with optional global-norm
-clipping and layer-wise learning-rate decay.
+clipping, layer-wise learning-rate decay, and a first phase that trains only the task's new head
+(linear probing, then fine-tuning: LP-FT, Kumar et al. 2022).
 
 `adam` on `noam` (the defaults) is `optax.adam` exactly, so the optimizer state of runs saved
 before the other choices existed restores as it was.
@@ -24,7 +25,7 @@ from transformer_jax.training.schedules import (
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("noam", "linear", "cosine", "constant")
 # The fields whose change alters the optimizer state's layout: a resumed run must keep them.
-LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay")
+LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay", "head_only_steps")
 _DEFAULTS = {
     "optimizer": "adam",
     "schedule": "noam",
@@ -33,6 +34,7 @@ _DEFAULTS = {
     "weight_decay": 0.0,
     "weight_decay_embeddings": True,
     "layer_decay": 1.0,
+    "head_only_steps": 0,
 }
 
 
@@ -114,6 +116,37 @@ def scale_by_layer(decay: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+def heads_first(head: tuple[str, ...], steps: int, ramp: int) -> optax.GradientTransformation:
+    """Holds every leaf but the head's still for the first `steps` updates, then lets them in
+    with a factor rising linearly from 1/ramp to 1 over `ramp` updates (LP-FT: the new head
+    learns on the pretrained features before they move, so they move less).
+
+    Args:
+      head: top-level parameter names of the head (`Task.fresh_params`); their leaves always
+        move.
+      steps: updates of the head alone.
+      ramp: updates over which the rest reaches its full learning rate (>= 1).
+    """
+    ramp = max(int(ramp), 1)
+
+    def init(params):
+        del params
+        return optax.ScaleByScheduleState(count=jnp.zeros([], jnp.int32))
+
+    def update(updates, state, params=None):
+        del params
+        factor = jnp.clip((state.count - steps + 1) / ramp, 0.0, 1.0)
+
+        def scale(path, u):
+            names = _names(path)
+            return u if names[:1] and names[0] in head else u * factor.astype(u.dtype)
+
+        scaled = jax.tree_util.tree_map_with_path(scale, updates)
+        return scaled, optax.ScaleByScheduleState(optax.safe_int32_increment(state.count))
+
+    return optax.GradientTransformation(init, update)
+
+
 def make_schedule(
     name: str,
     *,
@@ -155,8 +188,12 @@ def make_optimizer(
     weight_decay: float = 0.0,
     weight_decay_embeddings: bool = True,
     layer_decay: float = 1.0,
+    head_only_steps: int = 0,
+    head: tuple[str, ...] = (),
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-    """The optimizer and its schedule (see the module doc and `check_fields`).
+    """The optimizer and its schedule (see the module doc and `check_fields`). With
+    `head_only_steps`, only the leaves under the top-level names `head` move at first
+    (`heads_first`, ramping the rest in over `warmup_steps`).
 
     Returns:
       (the optax transformation, the schedule `count -> learning rate`).
@@ -166,7 +203,7 @@ def make_optimizer(
         learning_rate=learning_rate, total_steps=total_steps, final_lr_ratio=final_lr_ratio,
     )  # fmt: skip
     parts = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
-    if optimizer == "adam" and layer_decay == 1.0:
+    if optimizer == "adam" and layer_decay == 1.0 and not head_only_steps:
         parts.append(optax.adam(lr, b1=b1, b2=b2, eps=eps))  # The layout of every older run.
         return optax.chain(*parts), lr
     parts.append(optax.scale_by_adam(b1=b1, b2=b2, eps=eps))
@@ -178,6 +215,13 @@ def make_optimizer(
         parts.append(optax.add_decayed_weights(weight_decay, mask=mask))
     if layer_decay != 1.0:
         parts.append(scale_by_layer(layer_decay))
+    if head_only_steps:
+        if not head:
+            raise ValueError(
+                "config.head_only_steps needs a task with a new head to train first (one that "
+                "declares fresh_params, started from config.init_from). Set it to 0."
+            )
+        parts.append(heads_first(tuple(head), head_only_steps, warmup_steps))
     parts.append(optax.scale_by_learning_rate(lr))
     return optax.chain(*parts), lr
 
@@ -211,6 +255,15 @@ def check_fields(config) -> None:
         )
     if not 0 <= f["final_lr_ratio"] <= 1:
         raise ValueError(f"config.final_lr_ratio must be in [0, 1], got {f['final_lr_ratio']}.")
+    head_only = f["head_only_steps"]
+    if isinstance(head_only, bool) or not isinstance(head_only, int) or head_only < 0:
+        raise ValueError(f"config.head_only_steps must be an integer >= 0, got {head_only!r}.")
+    if head_only and not config.get("init_from"):
+        raise ValueError(
+            f"config.head_only_steps={head_only} trains a pretrained model's new head first, but "
+            f"config.init_from is not set: set it to the pretrained workdir, or "
+            f"config.head_only_steps=0."
+        )
 
 
 def layout(config) -> dict[str, Any]:
@@ -220,14 +273,16 @@ def layout(config) -> dict[str, Any]:
         "optimizer": f["optimizer"],
         "grad_clip_norm": "on" if config.get("grad_clip_norm", 0.0) > 0 else "off",
         "layer_decay": "on" if f["layer_decay"] != 1.0 else "off",
+        "head_only_steps": "on" if f["head_only_steps"] else "off",
     }
 
 
-def optimizer_from_config(config, d_model: int):
-    """`make_optimizer` with a training config's fields."""
+def optimizer_from_config(config, d_model: int, head: tuple[str, ...] = ()):
+    """`make_optimizer` with a training config's fields; `head`: the task's fresh_params."""
     f = fields(config)
     return make_optimizer(
         d_model,
+        head=tuple(head),
         warmup_steps=config.warmup_steps,
         lr_factor=config.lr_factor,
         b1=config.adam_b1,
