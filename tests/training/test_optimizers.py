@@ -103,7 +103,7 @@ def test_head_only_steps_hold_the_rest_then_ramp_it_in():
     params = {"body": {"w": jnp.ones(3)}, "head": {"kernel": jnp.ones(2)}}
     tx, _ = opt.make_optimizer(
         8, schedule="constant", learning_rate=1.0, warmup_steps=2, head_only_steps=3,
-        head=("head",), optimizer="adamw",
+        head=("head",), optimizer="adamw", head_lr_factor=10.0,
     )  # fmt: skip
     state, grads = tx.init(params), jax.tree.map(jnp.ones_like, params)
     body, head = [], []
@@ -113,7 +113,7 @@ def test_head_only_steps_hold_the_rest_then_ramp_it_in():
         head.append(float(updates["head"]["kernel"][0]))
     lr = constant_schedule(1.0, 2)
     expected = [-float(lr(t)) for t in range(6)]  # Adam on constant gradients: -lr per entry.
-    np.testing.assert_allclose(head, expected, rtol=1e-5)
+    np.testing.assert_allclose(head, [10 * e for e in expected], rtol=1e-5)
     factors = [0, 0, 0, 0.5, 1, 1]
     np.testing.assert_allclose(
         body, [f * e for f, e in zip(factors, expected, strict=True)], rtol=1e-5
@@ -121,10 +121,12 @@ def test_head_only_steps_hold_the_rest_then_ramp_it_in():
 
 
 def test_head_only_steps_need_a_head_and_a_pretrained_start():
-    with pytest.raises(ValueError, match="needs a task with a new head"):
+    with pytest.raises(ValueError, match="need a task with a new head"):
         opt.make_optimizer(8, schedule="constant", head_only_steps=2)
-    with pytest.raises(ValueError, match="config.init_from is not set"):
+    with pytest.raises(ValueError, match="but config.init_from is not set"):
         opt.check_fields(ml_collections.ConfigDict({"head_only_steps": 5}))
+    with pytest.raises(ValueError, match="head_lr_factor must be a number > 0"):
+        opt.check_fields(ml_collections.ConfigDict({"head_lr_factor": 0, "init_from": "r"}))
     with pytest.raises(ValueError, match="head_only_steps must be an integer >= 0"):
         opt.check_fields(ml_collections.ConfigDict({"head_only_steps": -1, "init_from": "r"}))
 

@@ -25,7 +25,7 @@ from transformer_jax.training.schedules import (
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("noam", "linear", "cosine", "constant")
 # The fields whose change alters the optimizer state's layout: a resumed run must keep them.
-LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay", "head_only_steps")
+LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay", "head_only_steps", "head_lr_factor")
 _DEFAULTS = {
     "optimizer": "adam",
     "schedule": "noam",
@@ -35,6 +35,7 @@ _DEFAULTS = {
     "weight_decay_embeddings": True,
     "layer_decay": 1.0,
     "head_only_steps": 0,
+    "head_lr_factor": 1.0,
 }
 
 
@@ -116,15 +117,18 @@ def scale_by_layer(decay: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
-def heads_first(head: tuple[str, ...], steps: int, ramp: int) -> optax.GradientTransformation:
+def heads_first(
+    head: tuple[str, ...], steps: int, ramp: int, head_factor: float = 1.0
+) -> optax.GradientTransformation:
     """Holds every leaf but the head's still for the first `steps` updates, then lets them in
     with a factor rising linearly from 1/ramp to 1 over `ramp` updates (LP-FT: the new head
     learns on the pretrained features before they move, so they move less).
 
     Args:
       head: top-level parameter names of the head (`Task.fresh_params`); their leaves always
-        move.
-      steps: updates of the head alone.
+        move, their updates multiplied by `head_factor` (a new head starts from zero and may
+        learn faster than pretrained weights should).
+      steps: updates of the head alone (0: none).
       ramp: updates over which the rest reaches its full learning rate (>= 1).
     """
     ramp = max(int(ramp), 1)
@@ -139,7 +143,9 @@ def heads_first(head: tuple[str, ...], steps: int, ramp: int) -> optax.GradientT
 
         def scale(path, u):
             names = _names(path)
-            return u if names[:1] and names[0] in head else u * factor.astype(u.dtype)
+            if names[:1] and names[0] in head:
+                return u * jnp.asarray(head_factor, u.dtype)
+            return u * factor.astype(u.dtype)
 
         scaled = jax.tree_util.tree_map_with_path(scale, updates)
         return scaled, optax.ScaleByScheduleState(optax.safe_int32_increment(state.count))
@@ -189,11 +195,13 @@ def make_optimizer(
     weight_decay_embeddings: bool = True,
     layer_decay: float = 1.0,
     head_only_steps: int = 0,
+    head_lr_factor: float = 1.0,
     head: tuple[str, ...] = (),
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """The optimizer and its schedule (see the module doc and `check_fields`). With
     `head_only_steps`, only the leaves under the top-level names `head` move at first
-    (`heads_first`, ramping the rest in over `warmup_steps`).
+    (`heads_first`, ramping the rest in over `warmup_steps`); `head_lr_factor` multiplies the
+    head's learning rate.
 
     Returns:
       (the optax transformation, the schedule `count -> learning rate`).
@@ -203,7 +211,8 @@ def make_optimizer(
         learning_rate=learning_rate, total_steps=total_steps, final_lr_ratio=final_lr_ratio,
     )  # fmt: skip
     parts = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
-    if optimizer == "adam" and layer_decay == 1.0 and not head_only_steps:
+    heads = bool(head_only_steps) or head_lr_factor != 1.0
+    if optimizer == "adam" and layer_decay == 1.0 and not heads:
         parts.append(optax.adam(lr, b1=b1, b2=b2, eps=eps))  # The layout of every older run.
         return optax.chain(*parts), lr
     parts.append(optax.scale_by_adam(b1=b1, b2=b2, eps=eps))
@@ -215,13 +224,14 @@ def make_optimizer(
         parts.append(optax.add_decayed_weights(weight_decay, mask=mask))
     if layer_decay != 1.0:
         parts.append(scale_by_layer(layer_decay))
-    if head_only_steps:
+    if heads:
         if not head:
             raise ValueError(
-                "config.head_only_steps needs a task with a new head to train first (one that "
-                "declares fresh_params, started from config.init_from). Set it to 0."
+                "config.head_only_steps and config.head_lr_factor need a task with a new head "
+                "(one that declares fresh_params, started from config.init_from). Set them to 0 "
+                "and 1."
             )
-        parts.append(heads_first(tuple(head), head_only_steps, warmup_steps))
+        parts.append(heads_first(tuple(head), head_only_steps, warmup_steps, head_lr_factor))
     parts.append(optax.scale_by_learning_rate(lr))
     return optax.chain(*parts), lr
 
@@ -258,11 +268,14 @@ def check_fields(config) -> None:
     head_only = f["head_only_steps"]
     if isinstance(head_only, bool) or not isinstance(head_only, int) or head_only < 0:
         raise ValueError(f"config.head_only_steps must be an integer >= 0, got {head_only!r}.")
-    if head_only and not config.get("init_from"):
+    factor = f["head_lr_factor"]
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+        raise ValueError(f"config.head_lr_factor must be a number > 0, got {factor!r}.")
+    if (head_only or factor != 1) and not config.get("init_from"):
         raise ValueError(
-            f"config.head_only_steps={head_only} trains a pretrained model's new head first, but "
-            f"config.init_from is not set: set it to the pretrained workdir, or "
-            f"config.head_only_steps=0."
+            f"config.head_only_steps={head_only} and config.head_lr_factor={factor} concern a "
+            f"pretrained model's new head, but config.init_from is not set: set it to the "
+            f"pretrained workdir, or leave them at 0 and 1."
         )
 
 
@@ -273,7 +286,7 @@ def layout(config) -> dict[str, Any]:
         "optimizer": f["optimizer"],
         "grad_clip_norm": "on" if config.get("grad_clip_norm", 0.0) > 0 else "off",
         "layer_decay": "on" if f["layer_decay"] != 1.0 else "off",
-        "head_only_steps": "on" if f["head_only_steps"] else "off",
+        "head_first": "on" if f["head_only_steps"] or f["head_lr_factor"] != 1 else "off",
     }
 
 
