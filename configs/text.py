@@ -25,6 +25,9 @@ def get_config():
     c.data.vocab_size = 8000  # An upper bound: a small corpus yields fewer pieces.
     c.data.spm_sample_size = 200_000  # Sentences (both sides) the tokenizer is trained on.
     c.data.max_len = 64  # Pieces per side; longer training pairs are left out.
+    # Positions (sinusoidal, §3.5) for inputs up to 255 pieces: longer test or user sentences
+    # are translated whole rather than cut at data.max_len.
+    c.model.max_len = 256
 
     c.num_train_steps = 2000  # Updates; each sees about 4096 tokens per side.
     c.warmup_steps = 400  # Noam warm-up.

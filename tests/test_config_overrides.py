@@ -178,3 +178,15 @@ def test_a_missing_text_file_is_named_with_its_field(text_files):
     ).data
     with pytest.raises(ValueError, match="field 'text_train_tsv': 'trian.tsv' is not a file"):
         validate_data_config(cfg)
+
+
+def test_the_own_text_recipe_translates_inputs_longer_than_its_training_pairs():
+    """configs/text.py trains on pairs of at most data.max_len pieces but builds positions for
+    inputs four times as long, so a long user sentence is translated whole, not cut."""
+    from configs import text
+    from transformer_jax import models
+
+    config = text.get_config()
+    built = models.build_config(config.model, {"vocab_size": 100, "max_len": config.data.max_len})
+    assert built.positional.startswith("sinusoidal")  # positions beyond training exist
+    assert built.max_len >= 4 * config.data.max_len
