@@ -114,17 +114,17 @@ def minilm_finetune(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     12 heads), a new head on the mean of the tokens' outputs (the model's own pooling), and
     AdamW at the small, linearly decayed learning rate pretrained BERTs are fine-tuned with."""
     c.init_from = "runs/minilm"  # The converted workdir (its WordPiece tokenizer comes too).
-    c.model.num_layers = 6
-    c.model.d_model = 384
-    c.model.num_heads = 12
-    c.model.d_ff = 1536
-    c.model.norm = "post"
-    c.model.max_len = 512
-    c.model.pool = "mean"
-    c.optimizer = "adamw"
-    c.schedule = "linear"
-    c.learning_rate = 1e-4
-    c.weight_decay = 0.01
-    c.adam_b2 = 0.999
-    c.adam_eps = 1e-6
+    c.model.num_layers = 6  # MiniLM's model section (runs/minilm/model.json) ...
+    c.model.d_model = 384  # ...
+    c.model.num_heads = 12  # ...
+    c.model.d_ff = 1536  # ...
+    c.model.norm = "post"  # ... (BERT's post-LN)
+    c.model.max_len = 512  # ... its positions.
+    c.model.pool = "mean"  # The head reads the mean of the tokens' outputs, as MiniLM pools.
+    c.optimizer = "adamw"  # BERT's fine-tuning recipe: AdamW, ...
+    c.schedule = "linear"  # ... warm-up then linear decay to 0, ...
+    c.learning_rate = 1e-4  # ... at a small peak, ...
+    c.weight_decay = 0.01  # ... a little decay, ...
+    c.adam_b2 = 0.999  # ... and Adam's usual betas ...
+    c.adam_eps = 1e-6  # ... and epsilon.
     return c

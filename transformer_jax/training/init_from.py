@@ -74,6 +74,8 @@ def check_same_model(
             f"{ours} config builds a {type(model_cfg).__name__}."
         )
     hints = hints or {}
+    if getattr(pretrained_cfg, "positional", "learned").startswith("sinusoidal"):
+        free = (*free, "max_len")  # Sinusoidal positions are computed, not learned: any length.
     allowed = (*FREE_FIELDS, *free)
     differ = [
         (f.name, getattr(model_cfg, f.name), getattr(pretrained_cfg, f.name))
