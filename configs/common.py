@@ -39,6 +39,7 @@ def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     c.layer_decay = 1.0  # Layer-wise learning-rate decay (block i of L: x decay^(L-i)); 1 = off.
     c.head_only_steps = 0  # With init_from: steps that train the new head alone first (LP-FT).
     c.head_lr_factor = 1.0  # With init_from: multiplies the new head's learning rate.
+    c.head_l2 = 0.0  # With init_from: L2 penalty (strength / 2 * ||W||^2) on the head's weights.
     c.grad_accum_steps = 1  # Micro-batches per update (same update, less activation memory).
 
     # Parallelism: mesh axis sizes; -1 takes the remaining devices. data only = data parallel.

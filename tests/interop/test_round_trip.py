@@ -112,6 +112,7 @@ def test_gpt_with_sinusoidal_positions_exports_them_as_a_table(tmp_path):
         ("bert", "pool", "mean"),
         ("gpt", "norm", "post"),
         ("vit", "pool", "gap"),
+        ("vit", "stem_layers", 1),
     ],
 )
 def test_unexportable_fields_are_named(kind, field, value, tmp_path):

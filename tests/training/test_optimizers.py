@@ -120,6 +120,31 @@ def test_head_only_steps_hold_the_rest_then_ramp_it_in():
     )
 
 
+def test_head_l2_adds_the_penalty_gradient_to_the_head_weights_only():
+    """d/dW (l2 / 2 ||W||^2) = l2 W on the head's matrices; its bias and the body get nothing."""
+    params = {
+        "body": {"kernel": jnp.full((2, 3), 2.0)},
+        "head": {"kernel": jnp.arange(6.0).reshape(2, 3), "bias": jnp.ones(3)},
+    }
+    grads = jax.tree.map(jnp.ones_like, params)
+    penalty = opt.head_l2_penalty(("head",), 0.25)
+    got, _ = penalty.update(grads, penalty.init(params), params)
+    np.testing.assert_allclose(got["head"]["kernel"], 1 + 0.25 * params["head"]["kernel"])
+    np.testing.assert_allclose(got["head"]["bias"], 1.0)
+    np.testing.assert_allclose(got["body"]["kernel"], 1.0)
+
+    # In the optimizer it acts as part of the loss: with zero gradients only the head moves,
+    # down its own weights.
+    tx, _ = opt.make_optimizer(
+        8, schedule="constant", learning_rate=0.1, head=("head",), head_l2=0.25, optimizer="adam"
+    )
+    zero = jax.tree.map(jnp.zeros_like, params)
+    updates, _ = tx.update(zero, tx.init(params), params)
+    assert np.all(np.asarray(updates["head"]["kernel"]).ravel()[1:] < 0)
+    np.testing.assert_allclose(updates["body"]["kernel"], 0.0)
+    assert opt.layout({"head_l2": 0.25})["head_l2"] == "on"
+
+
 def test_head_only_steps_need_a_head_and_a_pretrained_start():
     with pytest.raises(ValueError, match="need a task with a new head"):
         opt.make_optimizer(8, schedule="constant", head_only_steps=2)
@@ -129,6 +154,12 @@ def test_head_only_steps_need_a_head_and_a_pretrained_start():
         opt.check_fields(ml_collections.ConfigDict({"head_lr_factor": 0, "init_from": "r"}))
     with pytest.raises(ValueError, match="head_only_steps must be an integer >= 0"):
         opt.check_fields(ml_collections.ConfigDict({"head_only_steps": -1, "init_from": "r"}))
+    with pytest.raises(ValueError, match="head_l2 must be a number >= 0"):
+        opt.check_fields(ml_collections.ConfigDict({"head_l2": -0.1, "init_from": "r"}))
+    with pytest.raises(ValueError, match="head_l2=0.1 concern"):
+        opt.check_fields(ml_collections.ConfigDict({"head_l2": 0.1}))
+    with pytest.raises(ValueError, match="need a task with a new head"):
+        opt.make_optimizer(8, schedule="constant", head_l2=0.1)
 
 
 def test_adam_on_noam_keeps_the_state_layout_of_older_runs():

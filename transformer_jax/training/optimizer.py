@@ -25,7 +25,14 @@ from transformer_jax.training.schedules import (
 OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("noam", "linear", "cosine", "constant")
 # The fields whose change alters the optimizer state's layout: a resumed run must keep them.
-LAYOUT_FIELDS = ("optimizer", "grad_clip_norm", "layer_decay", "head_only_steps", "head_lr_factor")
+LAYOUT_FIELDS = (
+    "optimizer",
+    "grad_clip_norm",
+    "layer_decay",
+    "head_only_steps",
+    "head_lr_factor",
+    "head_l2",
+)
 _DEFAULTS = {
     "optimizer": "adam",
     "schedule": "noam",
@@ -36,6 +43,7 @@ _DEFAULTS = {
     "layer_decay": 1.0,
     "head_only_steps": 0,
     "head_lr_factor": 1.0,
+    "head_l2": 0.0,
 }
 
 
@@ -117,6 +125,23 @@ def scale_by_layer(decay: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+def head_l2_penalty(head: tuple[str, ...], strength: float) -> optax.GradientTransformation:
+    """Adds `strength * W` to the gradient of every weight matrix under the top-level names
+    `head`: the gradient of `strength / 2 * ||W||^2` added to the loss, a coupled L2 penalty as
+    in a logistic regression (biases are not penalised). Unlike decoupled weight decay it does
+    not scale with the learning rate, so a head trained alone on frozen features
+    (`heads_first`) solves the same problem as a regularised linear probe."""
+
+    def mask(params):
+        def penalised(path, decays):
+            names = _names(path)
+            return bool(decays) and bool(names) and names[0] in head
+
+        return jax.tree_util.tree_map_with_path(penalised, decay_mask(params))
+
+    return optax.add_decayed_weights(strength, mask=mask)
+
+
 def heads_first(
     head: tuple[str, ...], steps: int, ramp: int, head_factor: float = 1.0
 ) -> optax.GradientTransformation:
@@ -196,12 +221,14 @@ def make_optimizer(
     layer_decay: float = 1.0,
     head_only_steps: int = 0,
     head_lr_factor: float = 1.0,
+    head_l2: float = 0.0,
     head: tuple[str, ...] = (),
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
     """The optimizer and its schedule (see the module doc and `check_fields`). With
     `head_only_steps`, only the leaves under the top-level names `head` move at first
     (`heads_first`, ramping the rest in over `warmup_steps`); `head_lr_factor` multiplies the
-    head's learning rate.
+    head's learning rate; `head_l2` adds an L2 penalty on the head's weight matrices to the
+    loss (`head_l2_penalty`).
 
     Returns:
       (the optax transformation, the schedule `count -> learning rate`).
@@ -210,8 +237,16 @@ def make_optimizer(
         schedule, d_model=d_model, warmup_steps=warmup_steps, lr_factor=lr_factor,
         learning_rate=learning_rate, total_steps=total_steps, final_lr_ratio=final_lr_ratio,
     )  # fmt: skip
-    parts = [optax.clip_by_global_norm(grad_clip_norm)] if grad_clip_norm > 0 else []
-    heads = bool(head_only_steps) or head_lr_factor != 1.0
+    heads = bool(head_only_steps) or head_lr_factor != 1.0 or head_l2 > 0
+    if heads and not head:
+        raise ValueError(
+            "config.head_only_steps, head_lr_factor and head_l2 need a task with a new head "
+            "(one that declares fresh_params, started from config.init_from). Set them to 0, 1 "
+            "and 0."
+        )
+    parts = [head_l2_penalty(tuple(head), head_l2)] if head_l2 > 0 else []  # Part of the loss.
+    if grad_clip_norm > 0:
+        parts.append(optax.clip_by_global_norm(grad_clip_norm))
     if optimizer == "adam" and layer_decay == 1.0 and not heads:
         parts.append(optax.adam(lr, b1=b1, b2=b2, eps=eps))  # The layout of every older run.
         return optax.chain(*parts), lr
@@ -224,13 +259,7 @@ def make_optimizer(
         parts.append(optax.add_decayed_weights(weight_decay, mask=mask))
     if layer_decay != 1.0:
         parts.append(scale_by_layer(layer_decay))
-    if heads:
-        if not head:
-            raise ValueError(
-                "config.head_only_steps and config.head_lr_factor need a task with a new head "
-                "(one that declares fresh_params, started from config.init_from). Set them to 0 "
-                "and 1."
-            )
+    if head_only_steps or head_lr_factor != 1.0:
         parts.append(heads_first(tuple(head), head_only_steps, warmup_steps, head_lr_factor))
     parts.append(optax.scale_by_learning_rate(lr))
     return optax.chain(*parts), lr
@@ -271,11 +300,14 @@ def check_fields(config) -> None:
     factor = f["head_lr_factor"]
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
         raise ValueError(f"config.head_lr_factor must be a number > 0, got {factor!r}.")
-    if (head_only or factor != 1) and not config.get("init_from"):
+    l2 = f["head_l2"]
+    if isinstance(l2, bool) or not isinstance(l2, (int, float)) or not l2 >= 0:
+        raise ValueError(f"config.head_l2 must be a number >= 0, got {l2!r}.")
+    if (head_only or factor != 1 or l2) and not config.get("init_from"):
         raise ValueError(
-            f"config.head_only_steps={head_only} and config.head_lr_factor={factor} concern a "
-            f"pretrained model's new head, but config.init_from is not set: set it to the "
-            f"pretrained workdir, or leave them at 0 and 1."
+            f"config.head_only_steps={head_only}, config.head_lr_factor={factor} and "
+            f"config.head_l2={l2} concern a pretrained model's new head, but config.init_from "
+            f"is not set: set it to the pretrained workdir, or leave them at 0, 1 and 0."
         )
 
 
@@ -287,6 +319,7 @@ def layout(config) -> dict[str, Any]:
         "grad_clip_norm": "on" if config.get("grad_clip_norm", 0.0) > 0 else "off",
         "layer_decay": "on" if f["layer_decay"] != 1.0 else "off",
         "head_first": "on" if f["head_only_steps"] or f["head_lr_factor"] != 1 else "off",
+        "head_l2": "on" if f["head_l2"] else "off",
     }
 
 

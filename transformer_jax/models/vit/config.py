@@ -1,7 +1,8 @@
 """The Vision Transformer's hyper-parameters (Dosovitskiy et al. 2020), with the ViT-B/16 preset.
 
-An image is cut into P x P patches, each flattened and linearly projected, a learned `[CLS]`
-token is prepended (or the patch outputs are averaged), position embeddings are added, and a
+An image is cut into P x P patches, each flattened and linearly projected (optionally after a
+stem of stride-2 convolutions, the paper's hybrid in the form of Xiao et al. 2021), a learned
+`[CLS]` token is prepended (or the patch outputs are averaged), position embeddings are added, and a
 stack of pre-LN encoder blocks with exact GELU reads the sequence; a final LayerNorm and a
 linear head classify. `vit_b16` is ViT-B/16 (12 layers, d 768, 12 heads, d_ff 3072, 16x16
 patches of 224x224 RGB images, 1,000 classes: about 86M parameters); `cpu` is sized for small
@@ -28,6 +29,8 @@ class VitConfig(TransformerFields):
     image_width: int = 224  # Input images' width in pixels (from the data).
     channels: int = 3  # Input images' channels: 1 grayscale, 3 RGB (from the data).
     patch_size: int = 16  # P: square patches of P x P pixels; must tile height and width.
+    stem_layers: int = 0  # k 3x3 stride-2 convolutions (ReLU) before patches of P / 2^k.
+    stem_channels: int = 32  # The first stem layer's output channels, doubled at each layer.
     num_layers: int = 12  # Encoder blocks.
     d_model: int = 768  # Hidden size D (patch projection width).
     num_heads: int = 12  # Attention heads; head dim = d_model / num_heads.
@@ -67,10 +70,26 @@ class VitConfig(TransformerFields):
             check_patch_grid(self.image_height, self.image_width, self.patch_size)
         except ValueError as e:
             raise ValueError(f"VitConfig.patch_size: {e}") from None
+        if self.stem_layers < 0 or self.stem_channels <= 0:
+            raise ValueError(
+                f"VitConfig: stem_layers={self.stem_layers} must be >= 0 and stem_channels="
+                f"{self.stem_channels} positive."
+            )
+        if self.patch_size % 2**self.stem_layers:
+            raise ValueError(
+                f"VitConfig.stem_layers={self.stem_layers} halves the image {self.stem_layers} "
+                f"times, so patch_size={self.patch_size} must be a multiple of "
+                f"{2**self.stem_layers}; use at most {_halvings(self.patch_size)} stem layers."
+            )
         if self.position_embedding == "sincos2d" and self.d_model % 4:
             raise ValueError(
                 f"VitConfig.d_model={self.d_model} must be divisible by 4 for sincos2d positions."
             )
+
+    @property
+    def stem_patch(self) -> int:
+        """Side of the patches the projection reads from the stem's output (P / 2^k)."""
+        return self.patch_size // 2**self.stem_layers
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -120,3 +139,8 @@ class VitConfig(TransformerFields):
         fields = {k: v for k, v in TINY.items() if k != "max_len"}
         fields |= dict(image_height=8, image_width=8, channels=1, num_classes=10, patch_size=2)
         return cls(**{**fields, "num_layers": 2, **overrides})
+
+
+def _halvings(n: int) -> int:
+    """How many times `n` can be halved exactly."""
+    return (n & -n).bit_length() - 1

@@ -1,6 +1,7 @@
 """The Vision Transformer classifier: patches -> encoder blocks -> [CLS] (or mean) -> head.
 
-x_0 = [x_cls; W p_1 + b; ...; W p_N + b] + E_pos (eq. 1 of Dosovitskiy et al. 2020), then
+x_0 = [x_cls; W p_1 + b; ...; W p_N + b] + E_pos (eq. 1 of Dosovitskiy et al. 2020; with
+`stem_layers`, the patches p_n are cut from a convolutional stem's output), then
 pre-LN blocks from `transformer_jax.nn` (bidirectional, nothing masked: every image has all its
 patches), a final LayerNorm, and a linear head on the `[CLS]` output or on the mean of the patch
 outputs. The head starts at zero, as in ViT, so every class starts equally likely.
@@ -19,6 +20,7 @@ from jaxtyping import Array, Float
 from transformer_jax.models.fields import block_spec
 from transformer_jax.models.vit.config import VitConfig
 from transformer_jax.nn import Stack, dropout, fold
+from transformer_jax.nn.conv_stem import STEM_KERNEL, conv_stem, stem_widths
 from transformer_jax.nn.layers import param
 from transformer_jax.nn.patches import embed_patches_conv, sincos_2d
 from transformer_jax.sharding import constrain_batch
@@ -36,7 +38,15 @@ class VisionTransformer(nnx.Module):
 
     def __init__(self, cfg: VitConfig, *, rngs: nnx.Rngs):
         self.cfg = cfg
-        p, c, d = cfg.patch_size, cfg.channels, cfg.d_model
+        p, c, d = cfg.stem_patch, cfg.channels, cfg.d_model
+        # The stem's convolutions (He normal, for the ReLU after each), if any.
+        he = jax.nn.initializers.he_normal(in_axis=(0, 1, 2), out_axis=3)
+        self.stem_kernels, self.stem_biases = nnx.List([]), nnx.List([])
+        for width in stem_widths(cfg.stem_layers, cfg.stem_channels):
+            shape = (STEM_KERNEL, STEM_KERNEL, c, width)
+            self.stem_kernels.append(param(he, rngs.params(), shape, (None,) * 4))
+            self.stem_biases.append(param(_ZEROS, rngs.params(), (width,), (None,)))
+            c = width
         # The patch projection W (fan-in P*P*C, LeCun normal as in ViT) and its bias b.
         lecun = jax.nn.initializers.lecun_normal(in_axis=(0, 1, 2), out_axis=3)
         self.patch_kernel = param(lecun, rngs.params(), (p, p, c, d), (None, None, None, "embed"))
@@ -74,8 +84,13 @@ class VisionTransformer(nnx.Module):
         """
         self.check_images(images)
         dtype = self.cfg.compute_dtype
-        x = embed_patches_conv(
+        x = conv_stem(
             images.astype(dtype),
+            [k[...].astype(dtype) for k in self.stem_kernels],
+            [b[...].astype(dtype) for b in self.stem_biases],
+        )  # [B, H / 2^k, W / 2^k, C'] (the images themselves without a stem)
+        x = embed_patches_conv(
+            x,
             self.patch_kernel[...].astype(dtype),
             self.patch_bias[...].astype(dtype),
         )  # [B, N, D]
