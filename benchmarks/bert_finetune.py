@@ -34,12 +34,12 @@ import pathlib
 import platform
 import statistics
 import sys
-import time
 
 import jax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from benchmarks.finished_runs import last_test, train_or_read  # noqa: E402
 from configs import bert_numbers_pair, bert_stdlib_classify  # noqa: E402
 from transformer_jax.data.classify.numbers_pair import (  # noqa: E402
     NEAR_MISS,
@@ -49,19 +49,8 @@ from transformer_jax.data.classify.numbers_pair import (  # noqa: E402
     pair_integers,
 )
 from transformer_jax.inference.classifier import Classifier  # noqa: E402
-from transformer_jax.training.loop import train_and_evaluate  # noqa: E402
 
 TASKS = {"numbers_pair": bert_numbers_pair, "stdlib_packages": bert_stdlib_classify}
-
-
-def _test_record(workdir: pathlib.Path) -> dict | None:
-    """The last test record of a finished run, or None."""
-    path = workdir / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    tests = [r for r in rows if r["split"] == "test"]
-    return tests[-1] if tests else None
 
 
 def accuracy_by_kind(workdir: pathlib.Path, step: int, data) -> dict:
@@ -100,19 +89,8 @@ def run(
         config.num_train_steps = steps
     labels = "" if fraction == 1 else f"-f{fraction:g}"
     workdir = root / f"{name}-{'scratch' if scratch else 'pretrained'}{labels}-s{seed}"
-    test, seconds = _test_record(workdir), None  # A finished run is read back, not timed.
-    if test is not None:
-        ran = json.loads((workdir / "config.json").read_text())["num_train_steps"]
-        if ran != config.num_train_steps:
-            raise SystemExit(
-                f"{workdir} ran {ran} steps, but this benchmark asks for "
-                f"{config.num_train_steps}: pass --steps={ran} (--fraction_steps for a part of "
-                f"the labels) to read it back, or another --root."
-            )
-    else:
-        started = time.time()
-        train_and_evaluate(config, str(workdir))
-        test, seconds = _test_record(workdir), round(time.time() - started, 1)
+    hint = "pass --steps (--fraction_steps for a part of the labels) to read it back, or "
+    test, seconds = train_or_read(config, workdir, hint=hint + "another --root.")
     return {
         "workdir": str(workdir),
         "steps": config.num_train_steps,
@@ -202,7 +180,7 @@ def main() -> None:
 def _pretrained_test(pretrained: pathlib.Path) -> dict:
     """The pretraining run's test figures (masked LM, next sentence), if it reached its end (a
     converted checkpoint has none)."""
-    return _test_record(pretrained) or {}
+    return last_test(pretrained) or {}
 
 
 if __name__ == "__main__":

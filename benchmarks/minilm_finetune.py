@@ -32,23 +32,19 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from benchmarks.finished_runs import train_or_read  # noqa: E402
 from configs import minilm_numbers_pair, minilm_stdlib_classify  # noqa: E402
 from transformer_jax.data.classify.pipeline import load_dataset  # noqa: E402
 from transformer_jax.inference.embedder import Embedder  # noqa: E402
-from transformer_jax.training.loop import train_and_evaluate  # noqa: E402
 
 TASKS = {"stdlib_packages": minilm_stdlib_classify, "numbers_pair": minilm_numbers_pair}
+# A finished run is read back only if it ran with the recipe's values of these.
+RECIPE_KEYS = (
+    "num_train_steps", "learning_rate", "head_only_steps", "head_lr_factor", "head_l2",
+    "data.max_len",
+)  # fmt: skip
 PROBE_CS = (0.01, 0.1, 1.0, 10.0, 100.0)  # Inverse L2 strengths the probe chooses from.
 _RESULTS = pathlib.Path(__file__).parent / "results"
-
-
-def _test_record(workdir: pathlib.Path) -> dict | None:
-    """The last test record of a finished run, or None."""
-    path = workdir / "metrics.jsonl"
-    if not path.is_file():
-        return None
-    tests = [r for r in map(json.loads, path.read_text().splitlines()) if r["split"] == "test"]
-    return tests[-1] if tests else None
 
 
 def finetune(name: str, minilm: pathlib.Path, root: pathlib.Path, seed: int) -> dict:
@@ -57,11 +53,7 @@ def finetune(name: str, minilm: pathlib.Path, root: pathlib.Path, seed: int) -> 
     config.init_from = str(minilm)
     config.seed = config.data.shuffle_seed = seed
     workdir = root / f"{name}-minilm-s{seed}"
-    test, seconds = _test_record(workdir), None
-    if test is None:
-        started = time.time()
-        train_and_evaluate(config, str(workdir))
-        test, seconds = _test_record(workdir), round(time.time() - started, 1)
+    test, seconds = train_or_read(config, workdir, RECIPE_KEYS)
     return {
         "workdir": str(workdir),
         "steps": config.num_train_steps,
