@@ -116,6 +116,9 @@ def test_the_command_prints_the_table_and_takes_overrides():
         "--config.model.dtype=bfloat16", "--measured_step_s=0.001", "--top_hbm=4",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    # libtpu's start-up errors on a machine without a TPU are silenced.
+    for noise in ("host bounds", "worker hostname", "Source Location Trace", "E0000"):
+        assert noise not in done.stderr + done.stdout, done.stderr
     assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 1}" in done.stdout
     assert "dtype bfloat16" in done.stdout and "train step" in done.stdout
     assert "of the chip's peak" in done.stdout  # the measured step's utilisation

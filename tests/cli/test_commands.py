@@ -76,6 +76,19 @@ def test_python_dash_m_alias_and_train_py_still_work(tmp_path):
     assert proc.returncode == 1 and "config.seed must be an integer" in proc.stderr
 
 
+LIBTPU_NOISE = ("host bounds", "worker hostname", "Source Location Trace", "E0000")
+
+
+def test_training_starts_quietly_with_every_extra_installed(tmp_path):
+    """No libtpu start-up errors on a machine without a TPU (the aot extra installs libtpu)."""
+    proc = _run([sys.executable, "train.py", "--config=configs/tiny.py",
+                 f"--workdir={tmp_path / 'run'}", "--config.num_train_steps=1",
+                 "--config.eval_every=1", "--config.test_sentences=0"])  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for noise in LIBTPU_NOISE:
+        assert noise not in proc.stderr + proc.stdout, proc.stderr
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
