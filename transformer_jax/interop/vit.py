@@ -134,10 +134,11 @@ def params_from_hf(
 
 
 def check_exportable(cfg: VitConfig, where: str) -> None:
-    if cfg.stem_layers:
+    if cfg.stem:
         raise ConversionError(
-            f"{where}: stem_layers={cfg.stem_layers}; a Hugging Face ViT projects the pixels' "
-            f"patches directly and has no convolutional stem."
+            f"{where}: stem_layers={cfg.stem_layers}, stem_full_res_layers="
+            f"{cfg.stem_full_res_layers}; a Hugging Face ViT projects the pixels' patches "
+            f"directly and has no convolutional stem."
         )
     for field, value, wanted in (
         ("norm", cfg.norm, "pre"),

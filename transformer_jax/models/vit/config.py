@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from transformer_jax.models.fields import TINY, TransformerFields, check_transformer_fields
+from transformer_jax.nn.conv_stem import stem_layout
 from transformer_jax.nn.patches import check_patch_grid
 
 POOLS = ("cls", "gap")  # Classify the [CLS] output, or the mean of the patch outputs.
@@ -31,6 +32,7 @@ class VitConfig(TransformerFields):
     patch_size: int = 16  # P: square patches of P x P pixels; must tile height and width.
     stem_layers: int = 0  # k 3x3 stride-2 convolutions (ReLU) before patches of P / 2^k.
     stem_channels: int = 32  # The first stem layer's output channels, doubled at each layer.
+    stem_full_res_layers: int = 0  # 3x3 stride-1 convolutions (ReLU) before those of the stem.
     num_layers: int = 12  # Encoder blocks.
     d_model: int = 768  # Hidden size D (patch projection width).
     num_heads: int = 12  # Attention heads; head dim = d_model / num_heads.
@@ -70,9 +72,10 @@ class VitConfig(TransformerFields):
             check_patch_grid(self.image_height, self.image_width, self.patch_size)
         except ValueError as e:
             raise ValueError(f"VitConfig.patch_size: {e}") from None
-        if self.stem_layers < 0 or self.stem_channels <= 0:
+        if self.stem_layers < 0 or self.stem_full_res_layers < 0 or self.stem_channels <= 0:
             raise ValueError(
-                f"VitConfig: stem_layers={self.stem_layers} must be >= 0 and stem_channels="
+                f"VitConfig: stem_layers={self.stem_layers} and stem_full_res_layers="
+                f"{self.stem_full_res_layers} must be >= 0 and stem_channels="
                 f"{self.stem_channels} positive."
             )
         if self.patch_size % 2**self.stem_layers:
@@ -85,6 +88,11 @@ class VitConfig(TransformerFields):
             raise ValueError(
                 f"VitConfig.d_model={self.d_model} must be divisible by 4 for sincos2d positions."
             )
+
+    @property
+    def stem(self) -> list[tuple[int, int]]:
+        """(output channels, stride) of each stem layer, in order (empty: no stem)."""
+        return stem_layout(self.stem_full_res_layers, self.stem_layers, self.stem_channels)
 
     @property
     def stem_patch(self) -> int:

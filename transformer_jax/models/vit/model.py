@@ -20,7 +20,7 @@ from jaxtyping import Array, Float
 from transformer_jax.models.fields import block_spec
 from transformer_jax.models.vit.config import VitConfig
 from transformer_jax.nn import Stack, dropout, fold
-from transformer_jax.nn.conv_stem import STEM_KERNEL, conv_stem, stem_widths
+from transformer_jax.nn.conv_stem import STEM_KERNEL, conv_stem
 from transformer_jax.nn.layers import param
 from transformer_jax.nn.patches import embed_patches_conv, sincos_2d
 from transformer_jax.sharding import constrain_batch
@@ -42,7 +42,7 @@ class VisionTransformer(nnx.Module):
         # The stem's convolutions (He normal, for the ReLU after each), if any.
         he = jax.nn.initializers.he_normal(in_axis=(0, 1, 2), out_axis=3)
         self.stem_kernels, self.stem_biases = nnx.List([]), nnx.List([])
-        for width in stem_widths(cfg.stem_layers, cfg.stem_channels):
+        for width, _ in cfg.stem:
             shape = (STEM_KERNEL, STEM_KERNEL, c, width)
             self.stem_kernels.append(param(he, rngs.params(), shape, (None,) * 4))
             self.stem_biases.append(param(_ZEROS, rngs.params(), (width,), (None,)))
@@ -88,6 +88,7 @@ class VisionTransformer(nnx.Module):
             images.astype(dtype),
             [k[...].astype(dtype) for k in self.stem_kernels],
             [b[...].astype(dtype) for b in self.stem_biases],
+            [stride for _, stride in self.cfg.stem],
         )  # [B, H / 2^k, W / 2^k, C'] (the images themselves without a stem)
         x = embed_patches_conv(
             x,
