@@ -22,12 +22,15 @@ def get_config():
     c.data.random_shift = 2
     c.data.random_flip = True  # Clothes are left-right symmetric enough (unlike digits).
 
-    c.model.patch_size = 4  # A 7x7 grid plus [CLS].
-    c.model.num_layers = 6
-    c.model.d_model = 128
+    c.model.patch_size = 4  # A 7x7 grid plus [CLS] ...
+    c.model.stem_full_res_layers = 1  # ... read from a convolutional stem: 3x3, 32 channels,
+    c.model.stem_layers = 2  # then two 3x3 stride-2 layers (32, 64 channels), 28 -> 14 -> 7,
+    c.model.stem_channels = 32  # ... then a 1x1 projection to d_model (docs/vit.md).
+    c.model.num_layers = 4
+    c.model.d_model = 96
     c.model.num_heads = 4
-    c.model.d_ff = 256
-    c.model.dropout_rate = 0.1
+    c.model.d_ff = 192
+    c.model.dropout_rate = 0.0  # It underfits at this length: train and validation agree.
 
     c.optimizer = "adamw"
     c.schedule = "cosine"
@@ -35,7 +38,7 @@ def get_config():
     c.weight_decay = 0.05
     c.adam_b2 = 0.999
     c.adam_eps = 1e-8
-    c.num_train_steps = 8000
+    c.num_train_steps = 5600  # About 13 epochs: under 30 minutes on 2 CPU cores.
     c.warmup_steps = 500
     c.grad_clip_norm = 1.0
     c.label_smoothing = 0.1
