@@ -1,13 +1,12 @@
 """A convolutional stem before the patch projection, as a pure function (Xiao et al. 2021,
 "Early Convolutions Help Transformers See Better"; the hybrid of Dosovitskiy et al. 2020, §3.1).
 
-Each layer is a 3 x 3 convolution with stride 1 or 2 (one pixel of zero padding on every side, so
-an even side halves exactly) followed by ReLU; a stack with k stride-2 layers shrinks the image
-by 2^k, and
-the ViT's patch projection then reads patches of P / 2^k of the stem's output, so the token
-grid is the same (H/P) x (W/P) as without a stem. The convolutions give the first layer a
-locality and translation equivariance the linear patch projection lacks, which is what small
-datasets and short schedules miss most.
+Each layer is a 3 x 3 convolution with stride 1 or 2 (one pixel of zero padding on every side,
+so an even side halves exactly) followed by ReLU; a stack with k stride-2 layers shrinks the
+image by 2^k, and the ViT's patch projection then reads patches of P / 2^k of the stem's
+output, so the token grid is the same (H/P) x (W/P) as without a stem. The convolutions give
+the first layer a locality and translation equivariance the linear patch projection lacks,
+which is what small datasets and short schedules miss most.
 
 Letters: B batch, H height, W width, C channels in, O channels out; h, w the output's sides.
 """
@@ -24,7 +23,7 @@ STEM_KERNEL = 3  # Every stem layer's kernel is 3 x 3.
 
 def stem_layout(full_res_layers: int, layers: int, channels: int) -> list[tuple[int, int]]:
     """(output channels, stride) of each stem layer: `full_res_layers` of stride 1 and width
-    `channels`, then `layers` of stride 2 whose width doubles at each ( `channels`, 2 x, ...)."""
+    `channels`, then `layers` of stride 2 whose width doubles at each (`channels`, 2 x, ...)."""
     return [(channels, 1)] * full_res_layers + [(channels * 2**i, 2) for i in range(layers)]
 
 

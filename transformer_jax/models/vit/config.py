@@ -1,10 +1,10 @@
 """The Vision Transformer's hyper-parameters (Dosovitskiy et al. 2020), with the ViT-B/16 preset.
 
 An image is cut into P x P patches, each flattened and linearly projected (optionally after a
-stem of stride-2 convolutions, the paper's hybrid in the form of Xiao et al. 2021), a learned
-`[CLS]` token is prepended (or the patch outputs are averaged), position embeddings are added, and a
-stack of pre-LN encoder blocks with exact GELU reads the sequence; a final LayerNorm and a
-linear head classify. `vit_b16` is ViT-B/16 (12 layers, d 768, 12 heads, d_ff 3072, 16x16
+stem of 3x3 convolutions, the paper's hybrid in the form of Xiao et al. 2021), a learned
+`[CLS]` token is prepended (or the patch outputs are averaged), position embeddings are added,
+and a stack of pre-LN encoder blocks with exact GELU reads the sequence; a final LayerNorm and
+a linear head classify. `vit_b16` is ViT-B/16 (12 layers, d 768, 12 heads, d_ff 3072, 16x16
 patches of 224x224 RGB images, 1,000 classes: about 86M parameters); `cpu` is sized for small
 images on a laptop (8x8 digits, 32x32 CIFAR); `tiny` is for tests.
 """
