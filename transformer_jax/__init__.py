@@ -19,6 +19,7 @@ from transformer_jax.inference import (
     length_penalty,
     sample,
 )
+from transformer_jax.libtpu_env import quiet_libtpu
 from transformer_jax.models import count_params
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
@@ -34,6 +35,8 @@ from transformer_jax.nn import (
     segment_mask,
     sinusoidal_encoding,
 )
+
+quiet_libtpu()  # Before any JAX backend starts (importing starts none): see libtpu_env.
 
 # The names from when translation was the only task; they go in the next release.
 __getattr__ = deprecated_names(

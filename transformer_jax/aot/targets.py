@@ -24,6 +24,7 @@ from jax.experimental import mesh_utils
 from jax.sharding import Mesh
 
 from transformer_jax import sharding as shd
+from transformer_jax.libtpu_env import quiet_libtpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,29 +217,6 @@ def installed(module: str) -> bool:
         return False
 
 
-# What libtpu asks a TPU VM's metadata for, said once for a machine that has no TPU: without
-# them it prints five lines of errors (host bounds, worker hostnames) when it loads to compile.
-# The topology of the target is given explicitly, so the compiled programs are the same.
-NO_TPU_HOST = {"TPU_WORKER_HOSTNAMES": "localhost", "TPU_HOST_BOUNDS": "1,1,1"}
-
-
-def quiet_libtpu() -> None:
-    """Tells libtpu that this host is alone and has no TPU (values already set are kept)."""
-    for name, value in NO_TPU_HOST.items():
-        os.environ.setdefault(name, value)
-
-
-def _tpu_chips_here() -> bool:
-    """Whether this machine has TPU chips (JAX's own PCI check; True when it cannot tell, so
-    a TPU VM is never told otherwise)."""
-    try:
-        from jax._src import hardware_utils
-
-        return hardware_utils.num_available_tpu_chips_and_device_id()[0] > 0
-    except Exception:  # noqa: BLE001 - a private API that may move: then leave libtpu alone.
-        return True
-
-
 def target_devices(target: Target) -> list:
     """Compile-only devices of `target` (none of them can run anything).
 
@@ -253,8 +231,7 @@ def target_devices(target: Target) -> list:
         # No chip to claim either: let several processes load libtpu (its lock file would make
         # a second compiling process fail).
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-        if not _tpu_chips_here():
-            quiet_libtpu()
+        quiet_libtpu()
         topology = topologies.get_topology_desc(
             platform="tpu",
             topology_name=target.topology,
