@@ -161,3 +161,9 @@ def test_evaluate_needs_the_runs_own_tokenizer(tiny_workdir, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: {workdir / 'tokenizer.model'}: tokenizer.model is missing")
     assert not (workdir / "tokenizer.model").exists()
+
+
+def test_the_command_table_of_the_docs_lists_every_command():
+    table = (ROOT / "docs" / "cli.md").read_text()
+    for name in cli.COMMANDS:
+        assert f"| `transformer-jax {name}` |" in table, name

@@ -2,8 +2,12 @@
 
     python -m transformer_jax.plot --workdir=DIR [--output=FILE.png]
 
-Left: training and validation loss; right: validation BLEU and exact match, against the step.
-The PNG goes to `DIR/curves.png` unless `--output` says otherwise; its path is printed.
+Left: training and validation loss (the run's training objective, label-smoothed where its
+config smooths, and the plain `nll` where the task logs it); right: the task's validation
+scores against the step (BLEU, chrF and exact match for translation; accuracy and macro-F1 for
+classifiers; masked-LM and next-sentence accuracy for BERT pretraining; bits per byte and per
+token for a language model). The PNG goes to `DIR/curves.png` unless `--output` says
+otherwise; its path is printed.
 `read_metrics` reads a workdir's logged metrics, `plot_confusion` draws a classifier's
 confusion matrix (the evaluate command writes one per split).
 """
@@ -38,8 +42,49 @@ def read_metrics(workdir: str | os.PathLike) -> dict[str, list[dict]]:
     return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
 
 
+# Validation scores that are percentages or 0-100 scores, in the order they are drawn: (metric,
+# label, scale to 0-100). Every task logs some of them; a language model logs none and gets
+# BITS instead (lower is better: another axis).
+SCORES = (
+    ("bleu", "BLEU", 1.0),
+    ("chrf", "chrF", 1.0),
+    ("exact_match", "exact match %", 100.0),
+    ("accuracy", "accuracy %", 100.0),
+    ("macro_f1", "macro-F1 %", 100.0),
+    ("mlm_accuracy", "masked-LM accuracy %", 100.0),
+    ("nsp_accuracy", "next-sentence accuracy %", 100.0),
+)
+BITS = (("bits_per_byte", "bits per byte", 1.0), ("bits_per_token", "bits per token", 1.0))
+
+
+def validation_series(evals: list[dict]) -> tuple[str, list[tuple[str, list, list]]]:
+    """(y-axis label, [(series label, steps, values)]) of the validation scores in `evals` (the
+    eval rows of metrics.jsonl): the 0-100 scores the rows carry, else the bits of a language
+    model; no series when the rows carry neither."""
+    for table, ylabel in ((SCORES, "score (0-100)"), (BITS, "bits (lower is better)")):
+        series = []
+        for key, label, scale in table:
+            rows = [r for r in evals if key in r]
+            if rows:
+                series.append((label, [r["step"] for r in rows], [scale * r[key] for r in rows]))
+        if series:
+            return ylabel, series
+    return "", []
+
+
+def loss_label(workdir: str | os.PathLike) -> str:
+    """The y label of the loss panel: says when the run's config smooths the labels."""
+    try:
+        config = json.loads(Workdir.at(workdir).config_json.read_text())
+        smoothing = float(config.get("label_smoothing") or 0.0)
+    except (OSError, ValueError, TypeError, AttributeError):  # no config.json: a bare metrics file
+        smoothing = 0.0
+    return f"loss (label smoothing {smoothing:g})" if smoothing else "loss"
+
+
 def plot_curves(workdir: str | os.PathLike, output: str | os.PathLike | None = None):
-    """Write the loss / BLEU figure of `workdir` to `output` (default workdir/curves.png)."""
+    """Write the loss / validation-score figure of `workdir` to `output` (default
+    workdir/curves.png)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -47,23 +92,26 @@ def plot_curves(workdir: str | os.PathLike, output: str | os.PathLike | None = N
 
     metrics = read_metrics(workdir)
     output = storage.as_path(output) if output else Workdir.at(workdir).curves
-    fig, (ax_loss, ax_bleu) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (ax_loss, ax_scores) = plt.subplots(1, 2, figsize=(11, 4))
     for split, style in (("train", "-"), ("eval", "o-")):
-        rows = metrics.get(split, [])
+        rows = [r for r in metrics.get(split, []) if "loss" in r]
         if rows:
             ax_loss.plot([r["step"] for r in rows], [r["loss"] for r in rows], style, label=split)
-    ax_loss.set(xlabel="step", ylabel="label-smoothed loss", yscale="log", title="Loss")
-    ax_loss.legend()
-    evals = [r for r in metrics.get("eval", []) if "bleu" in r]
-    if evals:
-        steps = [r["step"] for r in evals]
-        ax_bleu.plot(steps, [r["bleu"] for r in evals], "o-", label="BLEU")
-        if any("exact_match" in r for r in evals):
-            ax_bleu.plot(
-                steps, [100 * r.get("exact_match", 0) for r in evals], "s--", label="exact match %"
-            )
-        ax_bleu.legend()
-    ax_bleu.set(xlabel="step", ylabel="score", title="Validation")
+    nll = [r for r in metrics.get("eval", []) if "nll" in r]
+    if nll and any(r["nll"] != r.get("loss") for r in nll):
+        ax_loss.plot([r["step"] for r in nll], [r["nll"] for r in nll], "s--", label="eval nll")
+    ax_loss.set(xlabel="step", ylabel=loss_label(workdir), yscale="log", title="Loss")
+    if ax_loss.lines:
+        ax_loss.legend()
+    ylabel, series = validation_series(metrics.get("eval", []))
+    styles = ("o-", "s--", "^:", "d-.", "v-", "x--", "*-")  # one per entry of SCORES
+    for (label, steps, values), style in zip(series, styles, strict=False):
+        ax_scores.plot(steps, values, style, label=label)
+    if series:
+        ax_scores.legend()
+    else:
+        ax_scores.text(0.5, 0.5, "no validation scores logged", ha="center", va="center")
+    ax_scores.set(xlabel="step", ylabel=ylabel, title="Validation")
     fig.suptitle(str(workdir))
     fig.tight_layout()
     with output.open("wb") as f:
