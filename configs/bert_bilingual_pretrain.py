@@ -9,14 +9,8 @@ IsNext, and its NotNext B is another integer's French (`data.mix_numbers_negativ
 so the masked LM can read a masked number word from the other language and next-sentence
 prediction must tell the right French from another (XLM's translation language model, Lample
 and Conneau 2019). None of numbers_pair's validation or test integers is among them. The
-workdir is the `init_from` of configs/bert_numbers_pair.py, where the documentation-only run
-does worse than training from scratch.
-Measured (2-core CPU; 28 min 21 s alone, the command to the end): test masked-LM accuracy
-35.3% (most frequent token 19.6%), next sentence 68.4%, both below the documentation-only
-run's 37.1% and 74.5%. Fine-tuned from it (3 seeds, beside the same runs from scratch):
-numbers_pair 68.88% against 62.75% at 300 steps; stdlib_packages 58.41% against 52.06%
-(TF-IDF 51.43%), and on 10% of its labels 26.67% against 26.35%, where the documentation-only
-run gives 36.19% (docs/bert.md).
+workdir is the `init_from` of configs/bert_numbers_pair.py. About 28 minutes on 2 CPU cores;
+its test figures, and fine-tuning from it against from scratch, are in docs/bert.md.
 """
 
 from configs import bert_stdlib_pretrain

@@ -3,8 +3,8 @@
     python train.py --workdir=runs/default
 
 needs no data and no network. On a 2-core CPU it trains for about 4 minutes and then decodes
-the 3,000-sentence test split greedily: expect an exact match above 95% (measured: 98.8%, BLEU
-99.53, 5 min 3 s from an empty workdir).
+the 3,000-sentence test split greedily: expect an exact match above 95% (the measured figures
+are in the README's table of main jobs).
 """
 
 from configs.common import base_config

@@ -30,7 +30,7 @@ SEPARATORS = {"&&", "||", "|", ";", "&"}
 # How the work was organised is not documentation: words that only a lab log would use.
 FORBIDDEN = re.compile(
     r"\bsessions?\b|\bissues? ?#?[0-9]|\bthe issue'?s?\b|\bworktrees?\b|previous version"
-    r"|tried and not kept|\bcommit [0-9a-f]{7,}",
+    r"|tried and not kept|\bcommit [0-9a-f]{7,}|earlier run|we tried|\bwas [0-9.]+%|previous",
     re.IGNORECASE,
 )
 
@@ -166,6 +166,17 @@ def test_no_page_reads_as_a_lab_log(page):
     assert not found, f"{page.relative_to(ROOT)}: " + "; ".join(found)
 
 
+CONFIGS = sorted((ROOT / "configs").glob("*.py"))
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_no_config_reads_as_a_lab_log(config):
+    """A config says what it does and where its figures are, not how it came to be."""
+    lines = config.read_text(encoding="utf-8").splitlines()
+    found = [f"{n}: {line.strip()}" for n, line in enumerate(lines, 1) if FORBIDDEN.search(line)]
+    assert not found, f"{config.relative_to(ROOT)}: " + "; ".join(found)
+
+
 def test_the_readme_links_every_docs_page():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for page in (ROOT / "docs").glob("*.md"):
@@ -200,3 +211,4 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "--config=configs/no_such.py: no such config file",
     ]
     assert FORBIDDEN.search("measured in this Session") and FORBIDDEN.search("see issue 12")
+    assert FORBIDDEN.search("the earlier run") and FORBIDDEN.search("accuracy was 25.3%")

@@ -128,7 +128,7 @@ except CheckpointError as e:
 """
 
 
-def test_failed_save_raises_a_clear_error_and_keeps_the_previous_checkpoints(tmp_path):
+def test_failed_save_raises_a_clear_error_and_keeps_the_older_checkpoints(tmp_path):
     env = subprocess_env()
     proc = subprocess.run(
         [sys.executable, "-c", _FULL_DISK, str(tmp_path)],

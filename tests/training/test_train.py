@@ -202,7 +202,7 @@ def test_kill_loop_loses_nothing(tmp_path, uninterrupted):
           f"saves set aside {len(unfinished)}, damaged checkpoints 0")  # fmt: skip
 
 
-def test_damaged_latest_checkpoint_resumes_from_the_previous_one(tmp_path, uninterrupted):
+def test_damaged_latest_checkpoint_resumes_from_the_newest_intact_one(tmp_path, uninterrupted):
     _run(tmp_path, *FAST)
     latest = tmp_path / "checkpoints" / "24"
     for victim in (p for p in (latest / "state").rglob("*") if p.is_file()):  # Truncated.
