@@ -1,15 +1,23 @@
 """The documentation points at things that exist: every relative link (and its #anchor), every
-`python` command line in a fenced code block (its script, its module, its --config file), and
-no page tells how the work was organised instead of what the software does."""
+`python` command line in a fenced code block (its script, its module, its --config file), every
+command line of the package parsed by the command's own flags (`train.py`, `python -m
+transformer_jax.X`, `transformer-jax X`: unknown flags, bad values, arguments a command does
+not take, `--config.` fields the config lacks), and no page or config tells how the work was
+organised instead of what the software does."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import pathlib
 import re
 import shlex
 
 import pytest
+
+from transformer_jax import cli
+from transformer_jax.cli import train as train_cli
+from transformer_jax.cli.common import HELP_FLAGS, UsageError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = [
@@ -23,9 +31,12 @@ FENCE = re.compile(r"^\s*(```|~~~)")
 LINK = re.compile(r"\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")  # [text](target), ![alt](target)
 INLINE_CODE = re.compile(r"`+[^`\n]*`+")
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")  # https:, mailto:, ...
-# A `python` command: at the start of a line (after an optional `$ ` prompt and VAR=value
-# assignments) or after `&&`, `||`, `|` or `;`.
-PYTHON_COMMAND = re.compile(r"(?:^|&&|\|\|?|;)\s*(?:\$\s+)?(?:[A-Za-z_]\w*=\S*\s+)*python3?\s")
+# A `python` or `transformer-jax` command: at the start of a line (after an optional `$ `
+# prompt and VAR=value assignments) or after `&&`, `||`, `|` or `;`.
+PYTHON_COMMAND = re.compile(
+    r"(?:^|&&|\|\|?|;)\s*(?:\$\s+)?(?:[A-Za-z_]\w*=\S*\s+)*(?:python3?|transformer-jax)\s"
+)
+PROGRAM = re.compile(r"python3?|transformer-jax")
 SEPARATORS = {"&&", "||", "|", ";", "&"}
 # How the work was organised is not documentation: words that only a lab log would use.
 FORBIDDEN = re.compile(
@@ -105,7 +116,7 @@ def command_lines(text: str) -> list[list[str]]:
     _, blocks = split_fences(text)
     commands = []
     for info, lines in blocks:
-        if info in ("python", "py"):
+        if info in ("python", "py", "text"):  # code, or what a command prints
             continue
         joined = "\n".join(lines).replace("\\\n", " ")
         for line in joined.splitlines():
@@ -120,7 +131,7 @@ def command_lines(text: str) -> list[list[str]]:
                         command[0] == "$" or re.match(r"^[A-Za-z_]\w*=", command[0])
                     ):
                         command.pop(0)
-                    if command and re.fullmatch(r"python3?", command[0]):
+                    if command and PROGRAM.fullmatch(command[0]):
                         commands.append(command)
                     command = []
                 else:
@@ -132,6 +143,8 @@ def command_problems(command: list[str]) -> list[str]:
     """What a `python` command names that does not exist: a script, a module, a config file."""
     problems = []
     args = command[1:]
+    if command[0] == "transformer-jax":
+        return problems
     if args[:1] == ["-m"] and len(args) > 1:
         if importlib.util.find_spec(args[1]) is None:
             problems.append(f"python -m {args[1]}: no such module")
@@ -143,6 +156,55 @@ def command_problems(command: list[str]) -> list[str]:
         if config and not (ROOT / config.group(1)).is_file():
             problems.append(f"{arg}: no such config file")
     return problems
+
+
+def package_command(command: list[str]) -> tuple[str, list[str]] | None:
+    """(subcommand, its arguments) of a command line of the package (`python train.py`,
+    `python -m transformer_jax[.cli].X`, `transformer-jax X`); None for another program.
+    Redirections (`< in.txt`, `> out.txt`, `2>&1`) are the shell's, not the command's."""
+    head, args = command[0], command[1:]
+    if head == "transformer-jax":
+        name, args = (args[0], args[1:]) if args else ("", [])
+    elif args[:1] == ["train.py"]:
+        name, args = "train", args[1:]
+    elif args[:1] == ["-m"] and len(args) > 1:
+        module = re.fullmatch(r"transformer_jax(?:\.cli)?\.(\w+)", args[1])
+        if not module:
+            return None
+        name, args = module.group(1).replace("_", "-"), args[2:]
+    else:
+        return None
+    kept, skip = [], False
+    for i, arg in enumerate(args):
+        redirect = bool(re.fullmatch(r"[<>&|]+", arg))
+        if skip or redirect or (arg.isdigit() and i + 1 < len(args) and args[i + 1][:1] in "<>"):
+            skip = redirect  # the file or descriptor it names
+            continue
+        kept.append(arg)
+    return name, kept
+
+
+def flag_problems(command: list[str]) -> list[str]:
+    """What the command's own flag parser refuses in a command line of the package."""
+    found = package_command(command)
+    if found is None:
+        return []
+    name, argv = found
+    if any(arg in HELP_FLAGS for arg in argv):
+        return []
+    if name == "train":
+        check = train_cli.check_command_line
+    elif name in cli.COMMANDS:
+        check = importlib.import_module(
+            f"transformer_jax.cli.{cli.COMMANDS[name][0]}"
+        ).COMMAND.parse
+    else:
+        return [f"{shlex.join(command[:3])}: no such command"]
+    try:
+        check(argv)
+    except UsageError as e:
+        return [f"{shlex.join(command)}: {e}"]
+    return []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=IDS)
@@ -157,6 +219,14 @@ def test_every_python_command_names_what_exists(page):
     commands = command_lines(page.read_text(encoding="utf-8"))
     problems = [p for c in commands for p in command_problems(c)]
     assert not problems, f"{page.relative_to(ROOT)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=IDS)
+def test_every_command_of_the_package_parses(page, monkeypatch):
+    monkeypatch.chdir(ROOT)  # --config=configs/... is relative to the repository root
+    commands = command_lines(page.read_text(encoding="utf-8"))
+    problems = [p for c in commands for p in flag_problems(c)]
+    assert not problems, f"{page.relative_to(ROOT)}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=IDS)
@@ -212,3 +282,25 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     ]
     assert FORBIDDEN.search("measured in this Session") and FORBIDDEN.search("see issue 12")
     assert FORBIDDEN.search("the earlier run") and FORBIDDEN.search("accuracy was 25.3%")
+
+
+def test_the_flag_check_catches_what_it_is_for(monkeypatch):
+    """An unknown flag, an argument a command takes none of, a `--config.` field the config
+    lacks and a bad value are each refused; redirections and --help are not the command's."""
+    monkeypatch.chdir(ROOT)
+    text = (
+        "```bash\n"
+        'python -m transformer_jax.fill_mask --workdir=runs/bert "Paris is the [MASK]."\n'
+        "transformer-jax translate --workdir=w --beam_sise=4 < in.txt > out.txt 2>&1\n"
+        "python train.py --config=configs/tiny.py --workdir=w --config.model.d_modle=8\n"
+        "python -m transformer_jax.cli.evaluate --workdir=w --max_sentences=many\n"
+        "transformer-jax no-such-command --workdir=w\n"
+        "python train.py --config=configs/tiny.py --workdir=w --config.model.d_model=8\n"
+        "echo 'a' | transformer-jax translate --workdir=w --beam_size=4 < in.txt > out.txt 2>&1\n"
+        "transformer-jax compile --help\n"
+        "```\n"
+    )
+    problems = [p for c in command_lines(text) for p in flag_problems(c)]
+    assert len(problems) == 5, problems
+    for expected in ("unexpected arguments", "beam_sise", "d_modle", "max_sentences", "no such"):
+        assert any(expected in p for p in problems), (expected, problems)

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from configs import bert_classify_tiny, bert_tiny, gpt_tiny, tiny, vit_tiny
+from tests.test_docs import command_lines
 from transformer_jax.aot import OutOfMemoryError, compile_config, fit_config, report
 from transformer_jax.aot.targets import parse_target
 
@@ -135,6 +136,15 @@ def test_the_command_prints_the_table_and_takes_overrides():
         at = lines.index(next(x for x in lines if x.startswith(f"{program}: the 4 largest HBM")))
         rows = lines[at + 1 : at + 5]
         assert all(row.startswith("  ") for row in rows) and any("jit(" in r for r in rows), rows
+
+
+def test_the_command_of_the_docs_runs():
+    """docs/cli.md's compile example, as written there (the tiny config on a v5e-8)."""
+    commands = command_lines((ROOT / "docs" / "cli.md").read_text(encoding="utf-8"))
+    (command,) = [c for c in commands if "--config=configs/tiny.py" in c and "compile" in c[2]]
+    done = compile_command(*command[3:])
+    assert done.returncode == 0, done.stderr
+    assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 2}" in done.stdout and "train step" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,7 @@ answer into spaces (generate escapes them instead, to keep the text exact).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -39,7 +40,25 @@ from transformer_jax.workdir import CheckpointError
 
 STDIN = "<stdin>"  # How errors name standard input.
 USAGE_ERROR = 2  # Exit code of a bad command line.
+
+
 HELP_FLAGS = ("-h", "--help", "-help", "--helpshort", "--helpfull")
+
+
+class UsageError(ValueError):
+    """A command line that does not parse: the message says which flag or argument."""
+
+
+@contextlib.contextmanager
+def argv_as(argv: list[str]):
+    """sys.argv set to `argv` for a while: ml_collections' config flags find the `--config.`
+    overrides they accept in sys.argv, so a command line parsed in-process must be there."""
+    saved = sys.argv
+    sys.argv = list(argv)
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 # ------------------------------------------------------------------------------ the flags
@@ -125,29 +144,42 @@ class Command:
         ]
         return f"{self.usage()}\n\n{self.doc.strip()}\n\nflags:\n" + "\n".join(listed) + "\n"
 
-    def run(self, argv: Sequence[str] | None = None) -> int:
-        """Parses `argv` (default: the process's arguments) and runs the body."""
-        argv = list(sys.argv[1:] if argv is None else argv)
+    def parse(self, argv: Sequence[str]) -> tuple[flags.FlagValues, list[str]]:
+        """The command's flags parsed from `argv`, and its positional arguments; nothing runs.
+
+        Raises:
+          UsageError: a flag the command lacks, a bad value, an argument it takes none of, or a
+            `--config.` override that does not fit the config (one line saying which).
+        """
         fv = flags.FlagValues()
-        self.define(fv)
-        if any(a in HELP_FLAGS for a in argv):
-            sys.stdout.write(self.help(fv))
-            return 0
-        root = config_root(argv)  # A --config file may import the modules beside it.
+        root = config_root(list(argv))  # A --config file may import the modules beside it.
         if root is not None and str(root) not in sys.path:
             sys.path.insert(0, str(root))
         try:
-            args = fv([self.prog, *argv])[1:]
-            if args and not self.positional:
-                raise flags.Error(f"unexpected arguments {args}: every input is a --flag=value.")
+            with argv_as([self.prog, *argv]):
+                self.define(fv)
+                args = fv([self.prog, *argv])[1:]
         except flags.Error as e:
-            problem = str(e)
+            raise UsageError(str(e)) from e
         except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections'
             problem = f"a --config override does not fit the config: {config_problem(e)}"
-        else:
-            problem = None
-        if problem is not None:
-            print(f"error: {problem}\n{self.usage()}  (--help lists the flags)", file=sys.stderr)
+            raise UsageError(problem) from e
+        if args and not self.positional:
+            raise UsageError(f"unexpected arguments {args}: every input is a --flag=value.")
+        return fv, args
+
+    def run(self, argv: Sequence[str] | None = None) -> int:
+        """Parses `argv` (default: the process's arguments) and runs the body."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if any(a in HELP_FLAGS for a in argv):
+            fv = flags.FlagValues()
+            self.define(fv)
+            sys.stdout.write(self.help(fv))
+            return 0
+        try:
+            fv, args = self.parse(argv)
+        except UsageError as e:
+            print(f"error: {e}\n{self.usage()}  (--help lists the flags)", file=sys.stderr)
             return USAGE_ERROR
         quiet_logs()
         try:

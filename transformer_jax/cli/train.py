@@ -16,7 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer_jax.cli.common import config_problem, config_root
+from transformer_jax.cli.common import UsageError, argv_as, config_problem, config_root
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.nonfinite import NonFiniteError
 from transformer_jax.training.run_lock import WorkdirBusyError
@@ -29,22 +29,63 @@ if DEFAULT_CONFIG.is_file() and str(SOURCE_TREE) not in sys.path:
     # The default config is read when its flag is defined, just below; it imports configs.common.
     sys.path.append(str(SOURCE_TREE))
 
-config_flags.DEFINE_config_file(
-    "config",
-    str(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else None,
-    "Training config file (a Python file with get_config()).",
-    lock_config=True,
-)
-flags.DEFINE_string("workdir", None, "Directory for checkpoints, logs and the tokenizer.")
-flags.DEFINE_bool(
-    "multi_process",
-    False,
-    "Call jax.distributed.initialize() (TPU pods and GPU clusters auto-detect their peers).",
-)
-flags.DEFINE_string("coordinator_address", None, "host:port of process 0 (multi_process only).")
-flags.DEFINE_integer("num_processes", None, "Number of processes (multi_process only).")
-flags.DEFINE_integer("process_id", None, "This process's index (multi_process only).")
-flags.mark_flag_as_required("workdir")
+
+def define_flags(fv: flags.FlagValues) -> None:
+    """train.py's flags, defined on `fv` (absl's global FLAGS for the command itself)."""
+    config_flags.DEFINE_config_file(
+        "config",
+        str(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else None,
+        "Training config file (a Python file with get_config()).",
+        flag_values=fv,
+        lock_config=True,
+    )
+    flags.DEFINE_string(
+        "workdir", None, "Directory for checkpoints, logs and the tokenizer.", flag_values=fv
+    )
+    flags.DEFINE_bool(
+        "multi_process",
+        False,
+        "Call jax.distributed.initialize() (TPU pods and GPU clusters auto-detect their peers).",
+        flag_values=fv,
+    )
+    flags.DEFINE_string(
+        "coordinator_address", None, "host:port of process 0 (multi_process only).",
+        flag_values=fv,
+    )  # fmt: skip
+    flags.DEFINE_integer(
+        "num_processes", None, "Number of processes (multi_process only).", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "process_id", None, "This process's index (multi_process only).", flag_values=fv
+    )
+    flags.mark_flag_as_required("workdir", flag_values=fv)
+
+
+def check_command_line(argv: list[str]) -> None:
+    """Parses train.py's `argv` (without the program name) on fresh flags; nothing runs.
+
+    Raises:
+      UsageError: a flag train.py lacks, a bad value, a positional argument, or a `--config.`
+        override that does not fit the config.
+    """
+    fv = flags.FlagValues()
+    root = config_root(argv, DEFAULT_CONFIG)
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        with argv_as(["train.py", *argv]):
+            define_flags(fv)
+            args = fv(["train.py", *argv])[1:]
+    except flags.Error as e:
+        raise UsageError(str(e)) from e
+    except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' refusals
+        problem = f"a --config override does not fit the config: {config_problem(e)}"
+        raise UsageError(problem) from e
+    if args:
+        raise UsageError(f"unexpected arguments {args}: every input is a --flag=value.")
+
+
+define_flags(flags.FLAGS)
 FLAGS = flags.FLAGS
 
 
