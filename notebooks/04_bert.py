@@ -82,6 +82,8 @@ except ImportError:  # its dependencies are missing: install the checkout with i
 from transformer_jax.notebook import environment_report, simulate_cpu_devices  # noqa: E402
 
 simulate_cpu_devices(CPU_DEVICES)
+# JAX runs on the runtime it finds (Colab's CPU, GPU or TPU; nothing here forces one): the
+# report's `backend` line names it and the devices this notebook uses.
 print(environment_report())
 
 
