@@ -1,0 +1,52 @@
+"""Every measured figure in the documents agrees with the results file it is generated from
+(benchmarks/figures.py), and the check catches a document that disagrees."""
+
+import json
+
+import pytest
+
+from benchmarks import figures
+
+
+def test_no_document_has_a_stale_figure():
+    stale = []
+    for doc in figures.documents():
+        _, changes = figures.refresh(doc.read_text(encoding="utf-8"))
+        stale += [f"{doc.name}: {c}" for c in changes]
+    assert not stale, "run python benchmarks/figures.py:\n" + "\n".join(stale)
+
+
+def test_the_documents_hold_generated_figures():
+    found = sum(
+        len(figures.MARKER.findall(d.read_text(encoding="utf-8"))) for d in figures.documents()
+    )
+    assert found >= 10, found
+
+
+def test_a_changed_result_is_caught_and_rewritten(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"runs": [{"acc": 0.9029, "s": 1625.4}]}))
+    text = ("accuracy <!--fig r.json:runs/0/acc:.2%-->90.29%<!--/fig--> in "
+            "<!--fig r.json:runs/0/s:min-->27 min 5 s<!--/fig-->")  # fmt: skip
+    assert figures.refresh(text, tmp_path) == (text, [])
+    (tmp_path / "r.json").write_text(json.dumps({"runs": [{"acc": 0.9101, "s": 59.6}]}))
+    new, changes = figures.refresh(text, tmp_path)
+    assert changes == [
+        "r.json:runs/0/acc: 90.29% -> 91.01%",
+        "r.json:runs/0/s: 27 min 5 s -> 1 min 0 s",
+    ]
+    assert new == text.replace("90.29%<", "91.01%<").replace("27 min 5 s", "1 min 0 s")
+
+
+@pytest.mark.parametrize(
+    "marker, message",
+    [
+        ("<!--fig none.json:a:.2f-->1<!--/fig-->", "cannot be read"),
+        ("<!--fig r.json:runs/1/acc:.2f-->1<!--/fig-->", "no '1'"),
+        ("<!--fig r.json:runs:.2f-->1<!--/fig-->", "not a number"),
+        ("<!--fig r.json:runs/0/acc:.2q-->1<!--/fig-->", "format '.2q'"),
+    ],
+)
+def test_a_marker_that_names_no_figure_is_an_error(tmp_path, marker, message):
+    (tmp_path / "r.json").write_text(json.dumps({"runs": [{"acc": 0.5}]}))
+    with pytest.raises(figures.FigureError, match=message):
+        figures.refresh(marker, tmp_path)
