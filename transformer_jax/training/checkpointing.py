@@ -166,13 +166,25 @@ class Checkpoints:
     ):
         self.workdir = workdir
         self.identity = identity
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True)
+        # The two managers save the same step when an evaluation falls on a checkpoint step,
+        # and Orbax names its multi-process barriers after the step: without a prefix of their
+        # own, the two saves' barriers share names, and the processes can pair them crosswise.
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=keep,
+            create=True,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                barrier_sync_key_prefix="latest"
+            ),
+        )
         self.latest = ocp.CheckpointManager(workdir.checkpoints, options=options)
         best_options = ocp.CheckpointManagerOptions(
             max_to_keep=keep_best,
             create=True,
             best_fn=lambda metrics: metrics[best_metric],
             best_mode=best_mode,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                barrier_sync_key_prefix="best"
+            ),
         )
         self.best = ocp.CheckpointManager(workdir.best, options=best_options)
         self.best_metric = best_metric
