@@ -101,3 +101,22 @@ def test_foreign_special_ids_are_rejected(tmp_path):
     (tmp_path / "default_ids.model").write_bytes(buffer.getvalue())
     with pytest.raises(ValueError, match="default_ids.model: SentencePiece model has special ids"):
         Tokenizer.load(tmp_path / "default_ids.model")
+
+
+def test_a_translation_run_keeps_its_external_tokenizer(make_cfg, tmp_path):
+    """data.spm_model_path is copied into the workdir at the first start, so the run serves
+    with its own copy; a resume whose file now holds another model is refused."""
+    external = tmp_path / "shared" / "spm.model"
+    external.parent.mkdir()
+    cfg = make_cfg()
+    first = load_tokenizer_or_train(cfg, tmp_path / "trained")
+    external.write_bytes(first.model_proto)
+    cfg.spm_model_path = str(external)
+    run = tmp_path / "run"
+    assert load_tokenizer_or_train(cfg, run).model_proto == first.model_proto
+    assert (run / "tokenizer.model").read_bytes() == first.model_proto
+    assert load_tokenizer_or_train(cfg, run).model_proto == first.model_proto  # a resume
+    external.write_bytes(train_tokenizer(ACCENTED, vocab_size=70).model_proto)  # another model
+    with pytest.raises(ValueError, match="is not the tokenizer .*tokenizer.model was started"):
+        load_tokenizer_or_train(cfg, run)
+    assert (run / "tokenizer.model").read_bytes() == first.model_proto  # the copy stays

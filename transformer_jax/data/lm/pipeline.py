@@ -26,8 +26,7 @@ from transformer_jax.data.lm import config as config_lib
 from transformer_jax.data.lm import rows as rows_lib
 from transformer_jax.data.lm.sources import read_documents, source_fingerprint
 from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
-from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
-from transformer_jax.workdir import Workdir
+from transformer_jax.data.tokenizer import Tokenizer, kept_copy, load_or_train, train_tokenizer
 
 # The project's tokenizers, and a converted GPT-2's (which `config.init_from` brings).
 AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer
@@ -65,7 +64,7 @@ def load_lm_tokenizer(
         )
     workdir = as_workdir(workdir)
     if cfg.spm_model_path is not None:
-        return _kept_copy(Tokenizer.load(cfg.spm_model_path), cfg.spm_model_path, workdir)
+        return kept_copy(cfg.spm_model_path, workdir.tokenizer_model)
     settings = {
         **source_fingerprint(cfg),
         **{k: cfg[k] for k in ("vocab_size", "spm_model_type", "spm_character_coverage")},
@@ -103,21 +102,6 @@ def load_lm_tokenizer(
         return tokenizer
 
     return load_or_train(workdir.tokenizer_model, workdir.tokenizer_settings, settings, train)
-
-
-def _kept_copy(tokenizer: Tokenizer, origin: str, workdir: Workdir) -> Tokenizer:
-    """`tokenizer` (from `data.spm_model_path`), copied to workdir/tokenizer.model at the run's
-    start so the workdir stands alone (fine-tuning with `init_from` reads it there); a resumed
-    run whose `spm_model_path` now holds another model is refused."""
-    kept = workdir.tokenizer_model
-    if not kept.exists():
-        tokenizer.save(kept)
-    elif kept.read_bytes() != tokenizer.model_proto:
-        raise ValueError(
-            f"data.spm_model_path={origin!r} is not the tokenizer {kept} was started with. "
-            f"Use a new workdir, or point spm_model_path at the run's tokenizer.model."
-        )
-    return tokenizer
 
 
 def tokenized_split(

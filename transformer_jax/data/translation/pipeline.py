@@ -20,7 +20,7 @@ import numpy as np
 
 from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.hosts import WorkdirLike, as_workdir, resolve_processes
-from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.data.tokenizer import Tokenizer, kept_copy, load_or_train, train_tokenizer
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
@@ -45,7 +45,8 @@ def load_tokenizer_or_train(
     """Loads the tokenizer, training it on the training split first if there is none yet.
 
     Order: a converted checkpoint's tokenizer (`workdir/tokenizer/`, see
-    `transformer_jax.interop`: its own special ids); `cfg.spm_model_path` if set; else
+    `transformer_jax.interop`: its own special ids); `cfg.spm_model_path` if set (copied to
+    `workdir/tokenizer.model` at the first start, and refused on resume if it changed); else
     `workdir/tokenizer.model` if it exists (its
     settings, in tokenizer.json, must match the config); else a new model trained on
     `spm_sample_size` sentences of the training split, written to `workdir/tokenizer.model`.
@@ -60,7 +61,9 @@ def load_tokenizer_or_train(
     if workdir is not None and converted.in_workdir(as_workdir(workdir).path):
         return converted.load(as_workdir(workdir).path / converted.WORKDIR_FOLDER)
     if cfg.spm_model_path is not None:
-        return Tokenizer.load(cfg.spm_model_path)
+        if workdir is None:
+            return Tokenizer.load(cfg.spm_model_path)
+        return kept_copy(cfg.spm_model_path, as_workdir(workdir).tokenizer_model)
     workdir = as_workdir(workdir)
 
     def train() -> Tokenizer:
