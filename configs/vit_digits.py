@@ -1,7 +1,7 @@
 """A Vision Transformer on scikit-learn's 8x8 handwritten digits: the ViT main job.
 
     python train.py --config=configs/vit_digits.py --workdir=runs/vit
-    python -m transformer_jax.classify_image --workdir=runs/vit --test_images=3 \
+    python -m transformer_jax classify-image --workdir=runs/vit --test_images=3 \
         --attention_dir=runs/vit/attention
 
 1,797 images of 10 digits shipped inside the scikit-learn wheel (no network), split by class

@@ -7,11 +7,11 @@ On a TPU VM (or GPU host) with the TFDS data prepared as ArrayRecord:
 
 100k steps of about 25k source + 25k target tokens. The paper reports 27.3 BLEU on
 newstest2014 for this model (checkpoint averaging and beam 4 included; see
-`python -m transformer_jax.evaluate`).
+`python -m transformer_jax evaluate`).
 
 The mesh as given (data parallel over every chip) fits a v5e-8, 16 GiB per chip: the train step
 needs 3.0 GiB per chip in float32 (2.9 GiB with `--config.model.dtype=bfloat16`), checked
-without a TPU by `python -m transformer_jax.compile --config=configs/wmt14_en_de_base.py
+without a TPU by `python -m transformer_jax compile --config=configs/wmt14_en_de_base.py
 --target=v5e-8`.
 """
 

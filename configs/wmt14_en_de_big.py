@@ -9,7 +9,7 @@ chips `--config.mesh.fsdp=8 --config.mesh.data=-1 --config.data.batch_multiple=3
 
 The mesh as given (data parallel over every chip) fits a v5e-8, 16 GiB per chip: the train step
 needs 5.5 GiB per chip, checked without a TPU by
-`python -m transformer_jax.compile --config=configs/wmt14_en_de_big.py --target=v5e-8`.
+`python -m transformer_jax compile --config=configs/wmt14_en_de_big.py --target=v5e-8`.
 """
 
 from configs.wmt14_en_de_base import get_config as base

@@ -327,8 +327,8 @@ plt.show()
 #
 # ```bash
 # WORKDIR=runs/nb02_translator_full
-# echo "three hundred and forty-two" | python -m transformer_jax.translate --workdir=$WORKDIR
-# python -m transformer_jax.evaluate --workdir=$WORKDIR --split=test
+# echo "three hundred and forty-two" | python -m transformer_jax translate --workdir=$WORKDIR
+# python -m transformer_jax evaluate --workdir=$WORKDIR --split=test
 # ```
 #
 # ## 6. WMT'14 on a Colab GPU or TPU (not executed here)

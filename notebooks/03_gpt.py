@@ -625,7 +625,7 @@ plt.show()
 # %% [markdown]
 # ## 7. Generating with `Generator`
 #
-# `Generator` is also what `python -m transformer_jax.generate --workdir=...` uses. Prompts of
+# `Generator` is also what `python -m transformer_jax generate --workdir=...` uses. Prompts of
 # different lengths go in one batch, left-padded; each prompt is fed through the KV cache in one
 # pass, then one token per step in one compiled loop; a row stops at the end-of-document token.
 # An empty prompt starts a document from nothing. The same prompts under four settings, with the
@@ -678,5 +678,5 @@ print(f"\n\n{len(pieces)} pieces streamed")
 #   one measure they share.
 # - Your own text: `--config.data.source=text --config.data.text_train=FILE_OR_FOLDER
 #   --config.data.text_eval=FILE` (documents are blocks between blank lines).
-# - `python -m transformer_jax.generate --workdir=runs/gpt --prompt="Return the number of"`
+# - `python -m transformer_jax generate --workdir=runs/gpt --prompt="Return the number of"`
 #   streams a continuation from the command line.

@@ -585,6 +585,6 @@ print(f"neighbours minus far apart: {near - far:+.3f} trained, {near0 - far0:+.3
 # - `config.data.random_shift = 0`: no augmentation; compare the gap between the training and
 #   validation curves.
 #
-# The command-line tools read the same workdir: `python -m transformer_jax.evaluate
-# --workdir=runs/nb05_vit_full --split=test` and `python -m transformer_jax.classify_image
+# The command-line tools read the same workdir: `python -m transformer_jax evaluate
+# --workdir=runs/nb05_vit_full --split=test` and `python -m transformer_jax classify-image
 # --workdir=runs/nb05_vit_full --test_images=3 --attention_dir=attention`.

@@ -1,9 +1,10 @@
 """The documentation points at things that exist: every relative link (and its #anchor), every
 `python` command line in a fenced code block (its script, its module, its --config file), every
 command line of the package parsed by the command's own flags (`train.py`, `python -m
-transformer_jax.X`, `transformer-jax X`: unknown flags, bad values, arguments a command does
-not take, `--config.` fields the config lacks), and no page or config tells how the work was
-organised instead of what the software does."""
+transformer_jax X`, `transformer-jax X`, and the deprecated `python -m transformer_jax.X`:
+unknown flags, bad values, arguments a command does not take, `--config.` fields the config
+lacks), and no page or config tells how the work was organised instead of what the software
+does."""
 
 from __future__ import annotations
 
@@ -146,8 +147,12 @@ def command_problems(command: list[str]) -> list[str]:
     if command[0] == "transformer-jax":
         return problems
     if args[:1] == ["-m"] and len(args) > 1:
-        if importlib.util.find_spec(args[1]) is None:
+        spec = importlib.util.find_spec(args[1])
+        if spec is None:
             problems.append(f"python -m {args[1]}: no such module")
+        elif spec.submodule_search_locations is not None:  # a package runs its __main__
+            if importlib.util.find_spec(f"{args[1]}.__main__") is None:
+                problems.append(f"python -m {args[1]}: a package without __main__")
     elif args and not args[0].startswith("-"):
         if not (ROOT / args[0]).is_file():
             problems.append(f"python {args[0]}: no such script")
@@ -160,20 +165,24 @@ def command_problems(command: list[str]) -> list[str]:
 
 def package_command(command: list[str]) -> tuple[str, list[str]] | None:
     """(subcommand, its arguments) of a command line of the package (`python train.py`,
-    `python -m transformer_jax[.cli].X`, `transformer-jax X`); None for another program.
-    Redirections (`< in.txt`, `> out.txt`, `2>&1`) are the shell's, not the command's."""
+    `python -m transformer_jax X`, `transformer-jax X`, and the modules
+    `python -m transformer_jax[.cli].X`, `python -m transformer_jax.cli X`); None for another
+    program. Redirections (`< in.txt`, `> out.txt`, `2>&1`) are the shell's, not the command's."""
     head, args = command[0], command[1:]
     if head == "transformer-jax":
         name, args = (args[0], args[1:]) if args else ("", [])
     elif args[:1] == ["train.py"]:
         name, args = "train", args[1:]
+    elif args[:1] == ["-m"] and args[1:2] in (["transformer_jax"], ["transformer_jax.cli"]):
+        name, args = (args[2], args[3:]) if len(args) > 2 else ("", [])
     elif args[:1] == ["-m"] and len(args) > 1:
         module = re.fullmatch(r"transformer_jax(?:\.cli)?\.(\w+)", args[1])
         if not module:
             return None
-        name, args = module.group(1).replace("_", "-"), args[2:]
+        name, args = module.group(1), args[2:]
     else:
         return None
+    name = name.replace("_", "-")  # the console command takes fill_mask for fill-mask
     kept, skip = [], False
     for i, arg in enumerate(args):
         redirect = bool(re.fullmatch(r"[<>&|]+", arg))
@@ -190,7 +199,7 @@ def flag_problems(command: list[str]) -> list[str]:
     if found is None:
         return []
     name, argv = found
-    if any(arg in HELP_FLAGS for arg in argv):
+    if name in (*HELP_FLAGS, "help") or any(arg in HELP_FLAGS for arg in argv):
         return []
     if name == "train":
         check = train_cli.check_command_line
@@ -254,7 +263,8 @@ def test_the_readme_links_every_docs_page():
 
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
-    """A broken link, a missing anchor, script, module or config file is each reported."""
+    """A broken link, a missing anchor, script, module (or a package's __main__) or config file
+    is each reported."""
     page = tmp_path / "page.md"
     (tmp_path / "other.md").write_text("# A heading: with `code`\n\n## Twice\n\n## Twice\n")
     text = (
@@ -265,6 +275,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "$ python train.py --config=configs/default.py\n"
         "echo 1 | python -m transformer_jax.no_such_module && python no_such.py \\\n"
         "    --config=configs/no_such.py  # a comment (with parentheses)\n"
+        "python -m transformer_jax translate --workdir=w; python -m transformer_jax.models\n"
         "```\n"
         "```python\npython = 1\n```\n"
     )
@@ -279,6 +290,7 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         "python -m transformer_jax.no_such_module: no such module",
         "python no_such.py: no such script",
         "--config=configs/no_such.py: no such config file",
+        "python -m transformer_jax.models: a package without __main__",
     ]
     assert FORBIDDEN.search("measured in this Session") and FORBIDDEN.search("see issue 12")
     assert FORBIDDEN.search("the earlier run") and FORBIDDEN.search("accuracy was 25.3%")
@@ -298,9 +310,13 @@ def test_the_flag_check_catches_what_it_is_for(monkeypatch):
         "python train.py --config=configs/tiny.py --workdir=w --config.model.d_model=8\n"
         "echo 'a' | transformer-jax translate --workdir=w --beam_size=4 < in.txt > out.txt 2>&1\n"
         "transformer-jax compile --help\n"
+        "python -m transformer_jax --help && transformer-jax help\n"
+        "echo 'a' | python -m transformer_jax generate --workdir=w --prompt=x --top_p=high\n"
         "```\n"
     )
     problems = [p for c in command_lines(text) for p in flag_problems(c)]
-    assert len(problems) == 5, problems
-    for expected in ("unexpected arguments", "beam_sise", "d_modle", "max_sentences", "no such"):
+    assert len(problems) == 6, problems
+    for expected in (
+        "unexpected arguments", "beam_sise", "d_modle", "max_sentences", "no such", "top_p=high"
+    ):  # fmt: skip
         assert any(expected in p for p in problems), (expected, problems)

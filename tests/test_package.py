@@ -75,7 +75,8 @@ def test_module_imports_have_no_cycle():
 
 
 def test_only_the_command_line_aliases_import_the_cli_package():
-    # The command lines sit on top: nothing of the library imports them, except the short
+    # The command lines sit on top: nothing of the library imports them, except the package's
+    # `__main__` (`python -m transformer_jax NAME`) and the deprecated
     # `python -m transformer_jax.NAME` modules that run them.
     aliases = {
         f"transformer_jax.{n}" for n in ("translate", "generate", "fill_mask", "classify", "embed")
@@ -86,6 +87,7 @@ def test_only_the_command_line_aliases_import_the_cli_package():
         "transformer_jax.plot",
         "transformer_jax.compile",
         "transformer_jax.convert",
+        "transformer_jax.__main__",
     }
     importers = {
         module

@@ -16,7 +16,7 @@
     metrics.jsonl, tensorboard/, curves.png    logs and plots
     profile/             `jax.profiler` traces of `config.profile_steps`
                          (plugins/profile/RUN/HOST.xplane.pb, *.trace.json.gz)
-    eval/                hypotheses and scores written by `python -m transformer_jax.evaluate`
+    eval/                hypotheses and scores written by `python -m transformer_jax evaluate`
 
 A workdir is a local folder or a Cloud Storage URI (`gs://bucket/run`): every path is an
 `etils.epath.Path` (see `transformer_jax.storage`).

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from configs import bert_classify_tiny, bert_tiny, gpt_tiny, tiny, vit_tiny
-from tests.test_docs import command_lines
+from tests.test_docs import command_lines, package_command
 from transformer_jax.aot import OutOfMemoryError, compile_config, fit_config, report
 from transformer_jax.aot.targets import parse_target
 
@@ -106,7 +106,7 @@ def test_memory_beyond_the_chip_is_an_error_where_the_compiler_does_not_refuse()
 def compile_command(*args):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "transformer_jax.compile", *args],
+        [sys.executable, "-m", "transformer_jax", "compile", *args],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )  # fmt: skip
 
@@ -140,9 +140,10 @@ def test_the_command_prints_the_table_and_takes_overrides():
 
 def test_the_command_of_the_docs_runs():
     """docs/cli.md's compile example, as written there (the tiny config on a v5e-8)."""
-    commands = command_lines((ROOT / "docs" / "cli.md").read_text(encoding="utf-8"))
-    (command,) = [c for c in commands if "--config=configs/tiny.py" in c and "compile" in c[2]]
-    done = compile_command(*command[3:])
+    lines = command_lines((ROOT / "docs" / "cli.md").read_text(encoding="utf-8"))
+    commands = [c for c in map(package_command, lines) if c is not None]
+    (args,) = [a for n, a in commands if n == "compile" and "--config=configs/tiny.py" in a]
+    done = compile_command(*args)
     assert done.returncode == 0, done.stderr
     assert "mesh {'data': 2, 'fsdp': 2, 'tensor': 2}" in done.stdout and "train step" in done.stdout
 

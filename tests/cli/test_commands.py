@@ -1,6 +1,7 @@
 """The command lines as a user meets them: the `transformer-jax` console command installed by
-`pip install -e .`, the short `python -m transformer_jax.NAME` aliases, absl flag errors and
-help, and the translate command's refusal of an output longer than the model's positions."""
+`pip install -e .`, the same command as `python -m transformer_jax`, the deprecated
+`python -m transformer_jax.NAME` modules, absl flag errors and help, and the translate
+command's refusal of an output longer than the model's positions."""
 
 import importlib
 import importlib.metadata
@@ -62,6 +63,21 @@ def test_console_train_reads_configs_from_another_folder(tmp_path):
     assert 'Did you mean "d_model"' in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_python_dash_m_of_the_package_is_the_console_command(tmp_path):
+    proc = _run([sys.executable, "-m", "transformer_jax", "translate", "--help"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m transformer_jax translate --workdir=DIR")
+    assert "--beam_size:" in proc.stdout and proc.stderr == ""
+    proc = _run([sys.executable, "-m", "transformer_jax", "--help"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("usage: python -m transformer_jax SUBCOMMAND [flags]")
+    for name in cli.COMMANDS:
+        assert f"  {name} " in proc.stdout
+    proc = _run([sys.executable, "-m", "transformer_jax", "fill-mask", "--workdir=w", "--topk=2"])
+    assert proc.returncode == 2 and "Unknown command line flag 'topk'" in proc.stderr
+    assert "usage: python -m transformer_jax fill-mask --workdir=DIR" in proc.stderr
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_short_module_names_run_the_cli_modules(name):
     alias = importlib.import_module(f"transformer_jax.{name}")
@@ -72,6 +88,8 @@ def test_short_module_names_run_the_cli_modules(name):
 def test_python_dash_m_alias_and_train_py_still_work(tmp_path):
     proc = _run([sys.executable, "-m", "transformer_jax.evaluate", "--help"])
     assert proc.returncode == 0 and "--max_sentences" in proc.stdout, proc.stderr
+    assert proc.stdout.startswith("usage: python -m transformer_jax evaluate --workdir=DIR")
+    assert proc.stderr.startswith("python -m transformer_jax.evaluate is deprecated: use ")
     proc = _run([sys.executable, "train.py", f"--workdir={tmp_path}", "--config.seed=-1"])
     assert proc.returncode == 1 and "config.seed must be an integer" in proc.stderr
 
@@ -109,13 +127,13 @@ def test_bad_flags_exit_2_with_one_error_and_the_usage(argv, message, capsys):
     assert translate.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err, err
-    assert err.splitlines()[1].startswith("usage: python -m transformer_jax.translate")
+    assert err.splitlines()[1].startswith("usage: python -m transformer_jax translate")
 
 
 def test_help_shows_the_docstring_and_every_flag(capsys):
     assert translate.main(["--help"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("usage: python -m transformer_jax.translate --workdir=DIR")
+    assert out.startswith("usage: python -m transformer_jax translate --workdir=DIR")
     assert "Reads one sentence per line" in out
     for flag in ("workdir", "step", "average_last", "beam_size", "alpha", "max_len", "mesh"):
         assert f"--{flag}:" in out, flag

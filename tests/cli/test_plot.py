@@ -1,4 +1,4 @@
-"""The curve plot of a workdir (`python -m transformer_jax.plot`)."""
+"""The curve plot of a workdir (`python -m transformer_jax plot`)."""
 
 import json
 

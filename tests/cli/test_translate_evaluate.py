@@ -33,7 +33,7 @@ def test_split_lines_keeps_empty_lines():
 
 def test_stdin_to_stdout(tiny_workdir, expected):
     proc = subprocess.run(
-        [sys.executable, "-m", "transformer_jax.translate", f"--workdir={tiny_workdir}"]
+        [sys.executable, "-m", "transformer_jax", "translate", f"--workdir={tiny_workdir}"]
         + ["--beam_size=1"],
         input="\n".join(LINES) + "\n",
         cwd=ROOT,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.test_config_overrides import parse
-from tests.test_docs import command_lines
+from tests.test_docs import command_lines, package_command
 from tests.train_runs import train_once
 from tests.training.test_init_from import model_overrides
 from transformer_jax import interop, models, tasks
@@ -66,13 +66,15 @@ def reference() -> tuple[dict, dict]:
 
 
 def documented() -> dict[str, list[str]]:
-    """docs/interop.md's recipe on the fixture: the convert, train.py and translate commands."""
-    commands = command_lines((ROOT / "docs" / "interop.md").read_text(encoding="utf-8"))
+    """docs/interop.md's recipe on the fixture: the arguments of its convert, train.py and
+    translate commands."""
+    lines = command_lines((ROOT / "docs" / "interop.md").read_text(encoding="utf-8"))
+    commands = [c for c in map(package_command, lines) if c is not None]
     found = {
-        "convert": [c for c in commands if "--from_hf=tests/fixtures/hf/marian" in c],
-        "train": [c for c in commands if "--config.init_from=runs/tiny-en-de" in c],
+        "convert": [a for n, a in commands if "--from_hf=tests/fixtures/hf/marian" in a],
+        "train": [a for n, a in commands if "--config.init_from=runs/tiny-en-de" in a],
         "translate": [
-            c for c in commands if c[2:3] == ["transformer_jax.translate"] and "tiny-en-de" in c[3]
+            a for n, a in commands if n == "translate" and any("tiny-en-de" in x for x in a)
         ],
     }
     assert all(len(c) == 1 for c in found.values()), found
@@ -101,11 +103,11 @@ def recipe(tmp_path_factory) -> dict:
         "".join(f"{s['text']}\t{t['text']}\n" for s, t in valid), encoding="utf-8"
     )
     commands = documented()
-    args = [_placed(a, root) for a in commands["convert"][3:]]
+    args = [_placed(a, root) for a in commands["convert"]]
     assert (
         convert.main([a.replace("tests/fixtures/hf/marian", str(HF / "marian")) for a in args]) == 0
     )
-    train = [_placed(a, root) for a in commands["train"][2:]]
+    train = [_placed(a, root) for a in commands["train"]]
     (config,) = [a.split("=", 1)[1] for a in train if a.startswith("--config=")]
     (workdir,) = [a.split("=", 1)[1] for a in train if a.startswith("--workdir=")]
     flags = [a for a in train if a.startswith("--config.")]
@@ -181,7 +183,7 @@ def test_the_fine_tuned_workdir_translates_and_stands_alone(recipe, tmp_path, ca
     run, root = recipe["run"], recipe["root"]
     sources = ["The cat sleeps.", "It is raining."]
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
-    command = [_placed(a, root) for a in recipe["commands"]["translate"][3:]]
+    command = [_placed(a, root) for a in recipe["commands"]["translate"]]
     assert command == [f"--workdir={run}"]
     output = tmp_path / "out.txt"
     assert translate.main([*command, f"--input={tmp_path / 'in.txt'}", f"--output={output}"]) == 0

@@ -5,7 +5,7 @@
 
 `targets` names the chips and gives compile-only devices for them, `programs` lowers a
 config's train, eval and serving programs from shapes, `report` compiles them and says what
-they need. The command line is `python -m transformer_jax.compile` (docs/performance.md).
+they need. The command line is `python -m transformer_jax compile` (docs/performance.md).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
     transformer-jax translate --workdir=runs/default < sentences.txt
     transformer-jax --help
 
-Each subcommand is also a module (`python -m transformer_jax.cli.translate`, or the short alias
-`python -m transformer_jax.translate`); `python train.py` is `train`. Flags are absl flags
+`python -m transformer_jax SUBCOMMAND [flags]` is the same command (`transformer_jax/__main__.py`)
+where the console script is not on the PATH; `python train.py` is `train`. Flags are absl flags
 (see `transformer_jax.cli.common`).
 """
 
@@ -30,31 +30,34 @@ COMMANDS = {
     "convert": ("convert", "import Hugging Face checkpoints; export to them, or to CTranslate2"),
 }
 PROG = "transformer-jax"
+# The same command where the console script is not on the PATH (transformer_jax/__main__.py).
+MODULE_PROG = "python -m transformer_jax"
 
 
-def usage() -> str:
+def usage(prog: str = PROG) -> str:
     width = max(map(len, COMMANDS))
-    lines = [f"usage: {PROG} SUBCOMMAND [flags]   ({PROG} SUBCOMMAND --help for its flags)", ""]
+    lines = [f"usage: {prog} SUBCOMMAND [flags]   ({prog} SUBCOMMAND --help for its flags)", ""]
     lines += [f"  {name.ljust(width)}  {what}" for name, (_, what) in COMMANDS.items()]
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Runs `transformer-jax SUBCOMMAND [flags]`; returns the exit code."""
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Runs `transformer-jax SUBCOMMAND [flags]`; returns the exit code. `prog` is how the usage
+    lines name the command (`python -m transformer_jax` runs this with MODULE_PROG)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv:
-        sys.stderr.write(usage())
+        sys.stderr.write(usage(prog))
         return 2
     if argv[0] in ("-h", "--help", "help"):
-        sys.stdout.write(usage())
+        sys.stdout.write(usage(prog))
         return 0
     name = argv[0].replace("_", "-")
     if name not in COMMANDS:
-        sys.stderr.write(f"error: {argv[0]!r} is not a subcommand.\n{usage()}")
+        sys.stderr.write(f"error: {argv[0]!r} is not a subcommand.\n{usage(prog)}")
         return 2
     module = importlib.import_module(f"transformer_jax.cli.{COMMANDS[name][0]}")
     if name == "train":
         module.run(argv[1:])  # absl's app.run: exits with the run's status
         return 0
-    command = dataclasses.replace(module.COMMAND, prog=f"{PROG} {name}")
+    command = dataclasses.replace(module.COMMAND, prog=f"{prog} {name}")
     return command.run(argv[1:])

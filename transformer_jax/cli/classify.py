@@ -1,8 +1,8 @@
 """Classify texts or text pairs with a fine-tuned BERT (a `configs/bert_*` fine-tuning run).
 
-    python -m transformer_jax.classify --workdir=runs/bert_numbers \\
+    python -m transformer_jax classify --workdir=runs/bert_numbers \\
         --text=$'four hundred and two\tquatre cent deux'
-    printf 'The event loop runs tasks.\n' | python -m transformer_jax.classify \\
+    printf 'The event loop runs tasks.\n' | python -m transformer_jax classify \\
         --workdir=runs/bert_stdlib
 
 Inputs come from `--text` (repeatable) or stdin, one per line (UTF-8; see
@@ -77,7 +77,7 @@ def classify(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.classify", __doc__, define_flags, classify)
+COMMAND = common.Command("python -m transformer_jax classify", __doc__, define_flags, classify)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -1,7 +1,7 @@
 """Classify image files with a trained ViT (a `configs/vit_*.py` run), and show its attention.
 
-    python -m transformer_jax.classify_image --workdir=runs/vit digit.png other.png
-    python -m transformer_jax.classify_image --workdir=runs/vit --test_images=3 \\
+    python -m transformer_jax classify-image --workdir=runs/vit digit.png other.png
+    python -m transformer_jax classify-image --workdir=runs/vit --test_images=3 \\
         --attention_dir=runs/vit/attention
 
 Inputs are image files (PNG, JPEG, ... read with Pillow; `--resize` scales them to the trained
@@ -89,7 +89,7 @@ def classify_image(fv: flags.FlagValues, files: list[str]) -> int:
 
 
 COMMAND = common.Command(
-    "python -m transformer_jax.classify_image",
+    "python -m transformer_jax classify-image",
     __doc__,
     define_flags,
     classify_image,

@@ -1,5 +1,5 @@
 """Compile a training config's programs for TPUs or GPUs on this machine, and report what they
-need: `python -m transformer_jax.compile --config=configs/NAME.py --target=v5e-8`.
+need: `python -m transformer_jax compile --config=configs/NAME.py --target=v5e-8`.
 
     transformer-jax compile --config=configs/wmt14_en_de_base.py --target=v5e-8 \\
         --config.mesh.fsdp=4 --config.model.remat=full
@@ -109,7 +109,7 @@ def body(fv: flags.FlagValues, args: list[str]) -> int:
 
 
 COMMAND = common.Command(
-    "python -m transformer_jax.compile", DOC, define, body, usage_flags="--config=FILE --target=T"
+    "python -m transformer_jax compile", DOC, define, body, usage_flags="--config=FILE --target=T"
 )
 main = COMMAND.run
 

@@ -1,5 +1,5 @@
 """Convert weights between workdirs and other formats:
-`python -m transformer_jax.convert --from_hf=DIR --workdir=OUT`.
+`python -m transformer_jax convert --from_hf=DIR --workdir=OUT`.
 
     transformer-jax convert --from_hf=gpt2-folder --workdir=/tmp/gpt2
     transformer-jax convert --from_hf=Helsinki-NLP/opus-mt-en-de --workdir=/tmp/opus-en-de
@@ -134,7 +134,7 @@ def body(fv: flags.FlagValues, args: list[str]) -> int:
 
 
 COMMAND = common.Command(
-    "python -m transformer_jax.convert", DOC, define, body,
+    "python -m transformer_jax convert", DOC, define, body,
     usage_flags="--from_hf=DIR --workdir=OUT | --workdir=DIR --to_hf=OUT | "
                 "--workdir=DIR --to_ctranslate2=OUT",
 )  # fmt: skip

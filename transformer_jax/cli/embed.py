@@ -3,9 +3,9 @@ ranked by cosine similarity to a query.
 
     transformer-jax convert --from_hf=path/to/all-MiniLM-L6-v2 --workdir=runs/minilm
     printf 'A man is eating food.\\nA woman plays violin.\\n' | \\
-        python -m transformer_jax.embed --workdir=runs/minilm --json
-    python -m transformer_jax.embed --workdir=runs/minilm --out=vectors.npy < sentences.txt
-    python -m transformer_jax.embed --workdir=runs/minilm --query="Who is eating?" < sentences.txt
+        python -m transformer_jax embed --workdir=runs/minilm --json
+    python -m transformer_jax embed --workdir=runs/minilm --out=vectors.npy < sentences.txt
+    python -m transformer_jax embed --workdir=runs/minilm --query="Who is eating?" < sentences.txt
 
 Texts come from `--text` (repeatable) or stdin, one per line (UTF-8; see
 `transformer_jax.cli.common`); an empty line is embedded as `[CLS] [SEP]`. The pooling is the
@@ -100,7 +100,7 @@ def embed(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.embed", __doc__, define_flags, embed)
+COMMAND = common.Command("python -m transformer_jax embed", __doc__, define_flags, embed)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -2,12 +2,12 @@
 for language models, masked-LM and next-sentence accuracy for BERT, accuracy and macro-F1 for
 classifiers.
 
-    python -m transformer_jax.evaluate --workdir=runs/default --split=test \\
+    python -m transformer_jax evaluate --workdir=runs/default --split=test \\
         [--beam_size=4] [--alpha=0.6] [--max_sentences=N] [--step=N] [--average_last=N] \\
         [--mesh=fsdp=4,tensor=2]
-    python -m transformer_jax.evaluate --workdir=runs/gpt --split=test
-    python -m transformer_jax.evaluate --workdir=runs/bert_numbers --split=test
-    python -m transformer_jax.evaluate --workdir=runs/vit --split=test
+    python -m transformer_jax evaluate --workdir=runs/gpt --split=test
+    python -m transformer_jax evaluate --workdir=runs/bert_numbers --split=test
+    python -m transformer_jax evaluate --workdir=runs/vit --split=test
 
 The examples come from the run's own data config (config.json), so the split is the one the
 run held out. Each task scores a split with its `score_split` (the one its training run uses
@@ -127,7 +127,7 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.evaluate", __doc__, define_flags, evaluate)
+COMMAND = common.Command("python -m transformer_jax evaluate", __doc__, define_flags, evaluate)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -1,7 +1,7 @@
 """Guess the `[MASK]`s of texts with a pretrained BERT (a `configs/bert_*.py` run).
 
-    python -m transformer_jax.fill_mask --workdir=runs/bert --text="The [MASK] module reads JSON."
-    printf 'Return the [MASK] of x.\\n' | python -m transformer_jax.fill_mask --workdir=runs/bert
+    python -m transformer_jax fill-mask --workdir=runs/bert --text="The [MASK] module reads JSON."
+    printf 'Return the [MASK] of x.\\n' | python -m transformer_jax fill-mask --workdir=runs/bert
 
 Texts come from `--text` (repeatable) or stdin, one per line (UTF-8; see
 `transformer_jax.cli.common`); a text without a `[MASK]` (an empty line too), or whose masks
@@ -55,7 +55,7 @@ def fill_mask(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.fill_mask", __doc__, define_flags, fill_mask)
+COMMAND = common.Command("python -m transformer_jax fill-mask", __doc__, define_flags, fill_mask)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -1,7 +1,7 @@
 """Continue text with a trained language model (a `configs/gpt_*.py` run).
 
-    python -m transformer_jax.generate --workdir=runs/gpt --prompt="The json module"
-    printf 'Return the\\nclass Path\\n' | python -m transformer_jax.generate --workdir=runs/gpt
+    python -m transformer_jax generate --workdir=runs/gpt --prompt="The json module"
+    printf 'Return the\\nclass Path\\n' | python -m transformer_jax generate --workdir=runs/gpt
 
 With one `--prompt`, the prompt is printed and the continuation streams after it as tokens are
 produced. With several `--prompt`s, or prompts read from stdin (one per line), each prompt's
@@ -63,7 +63,7 @@ def generate(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.generate", __doc__, define_flags, generate)
+COMMAND = common.Command("python -m transformer_jax generate", __doc__, define_flags, generate)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -1,6 +1,6 @@
 """Plot a workdir's curves.
 
-    python -m transformer_jax.plot --workdir=DIR [--output=FILE.png]
+    python -m transformer_jax plot --workdir=DIR [--output=FILE.png]
 
 Left: training and validation loss (the run's training objective, label-smoothed where its
 config smooths, and the plain `nll` where the task logs it); right: the task's validation
@@ -162,7 +162,7 @@ def plot(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.plot", __doc__, define_flags, plot)
+COMMAND = common.Command("python -m transformer_jax plot", __doc__, define_flags, plot)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

@@ -1,7 +1,7 @@
 """Translate lines of text with a trained run.
 
-    echo "three hundred and four" | python -m transformer_jax.translate --workdir=runs/default
-    python -m transformer_jax.translate --workdir=runs/default --input=in.txt --output=out.txt \\
+    echo "three hundred and four" | python -m transformer_jax translate --workdir=runs/default
+    python -m transformer_jax translate --workdir=runs/default --input=in.txt --output=out.txt \\
         [--beam_size=4] [--alpha=0.6] [--step=N] [--average_last=N] [--batch_size=64] \\
         [--max_len=N] [--mesh=fsdp=4,tensor=2]
 
@@ -55,7 +55,7 @@ def translate(fv: flags.FlagValues, args: list[str]) -> int:
     return 0
 
 
-COMMAND = common.Command("python -m transformer_jax.translate", __doc__, define_flags, translate)
+COMMAND = common.Command("python -m transformer_jax translate", __doc__, define_flags, translate)
 
 main = COMMAND.run  # main(argv=None) -> exit code
 

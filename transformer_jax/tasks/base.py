@@ -4,7 +4,7 @@ about one kind of problem.
 A task owns its config fields (beside the model, data and loop fields every config has), its
 data (sources, tokenizer, batches), its loss, its evaluation and what "best" means. The loop
 (`transformer_jax.training.loop`) trains any registered model on any task, and
-`python -m transformer_jax.evaluate` scores any run, through this interface only: a new task is
+`python -m transformer_jax evaluate` scores any run, through this interface only: a new task is
 a new subclass registered with `transformer_jax.tasks.register`.
 """
 

@@ -3,7 +3,7 @@ pretrained workdir before training (the loop then copies its parameters:
 `transformer_jax.training.init_from`).
 
 The pretrained workdir is one trained here or one converted from a Hugging Face checkpoint
-(`python -m transformer_jax.convert`). A text task takes its tokenizer, which the pretrained
+(`python -m transformer_jax convert`). A text task takes its tokenizer, which the pretrained
 embeddings were trained with, and keeps a copy in the new workdir at its first start, so the
 new run stands alone: it resumes, evaluates and serves without the pretrained workdir.
 """
@@ -68,7 +68,7 @@ def pretrained_workdir(init_from: str, task: str) -> Workdir:
         raise CheckpointError(
             f"config.init_from={init_from!r} (the {task} task): no such workdir. Pretrain first "
             f"(python train.py --config=configs/<NAME>.py --workdir={init_from}), or convert a "
-            f"Hugging Face checkpoint there (python -m transformer_jax.convert --from_hf=<DIR> "
+            f"Hugging Face checkpoint there (python -m transformer_jax convert --from_hf=<DIR> "
             f"--workdir={init_from}), or set --config.init_from='' to train from scratch."
         )
     return workdir

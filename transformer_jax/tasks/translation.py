@@ -84,7 +84,7 @@ def _check_translation_model(init_from: str, workdir: Workdir) -> None:
         raise ValueError(
             f"config.init_from={init_from!r} holds a {task!r} run of a {name!r} model; the "
             f"translation task continues an 'encoder_decoder' (a translation run trained here, "
-            f"or an OPUS-MT model converted with python -m transformer_jax.convert)."
+            f"or an OPUS-MT model converted with python -m transformer_jax convert)."
         )
 
 
