@@ -1,0 +1,83 @@
+"""Finished train.py runs gathered into one results file: what each run changed and what it
+measured, so that a recipe's "one change at a time" table is generated from the runs.
+
+    python benchmarks/collect_runs.py --config=configs/vit_fashion_mnist.py \
+        --out=benchmarks/results/vit_fashion_mnist_recipe.json \
+        stem32=/tmp/fs/s3 no_augmentation=/tmp/fs/A
+
+For each NAME=WORKDIR: the config fields whose values differ from `--config` (the run's
+config.json against the config file's get_config(); null for a field the run's config lacks),
+the test record and the validation records of metrics.jsonl. The runs are not retrained; their workdirs are recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import pathlib
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    """{"data.batch_size": 128, ...} from nested dicts."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out |= flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def base_fields(config_path: str) -> dict:
+    """The flattened fields of a config file's get_config()."""
+    spec = importlib.util.spec_from_file_location("base_config", ROOT / config_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return flatten(json.loads(module.get_config().to_json()))
+
+
+def collect(workdir: pathlib.Path, base: dict) -> dict:
+    """What a finished run changed against `base`, its test record and its validation records."""
+    rows = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    tests = [r for r in rows if r["split"] == "test"]
+    if not tests:
+        raise SystemExit(f"{workdir}: no test record in metrics.jsonl (did the run finish?)")
+    ran = flatten(json.loads((workdir / "config.json").read_text()))
+    changed = {k: v for k, v in ran.items() if k in base and base[k] != v}
+    # A field the config file has and the run's config.json lacks came after the run (the run
+    # had its default then): null.
+    changed |= {k: None for k in base if k not in ran}
+    return {
+        "workdir": str(workdir),
+        "changed": changed,
+        "test": tests[-1],
+        "eval": {str(r["step"]): r for r in rows if r["split"] == "eval"},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="the config the runs are compared to")
+    parser.add_argument("--out", required=True, help="the results file to write")
+    parser.add_argument("runs", nargs="+", help="NAME=WORKDIR, one per run")
+    args = parser.parse_args(argv)
+    base = base_fields(args.config)
+    runs = {}
+    for item in args.runs:
+        name, sep, workdir = item.partition("=")
+        if not sep or not name or not workdir:
+            parser.error(f"{item!r} is not NAME=WORKDIR")
+        runs[name] = collect(pathlib.Path(workdir), base)
+    record = {"config": args.config, "date": time.strftime("%Y-%m-%d"), "runs": runs}
+    pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {args.out}: {', '.join(runs)}")
+
+
+if __name__ == "__main__":
+    main()
