@@ -40,13 +40,39 @@ from transformer_jax.workdir import CheckpointError
 
 STDIN = "<stdin>"  # How errors name standard input.
 USAGE_ERROR = 2  # Exit code of a bad command line.
-
-
 HELP_FLAGS = ("-h", "--help", "-help", "--helpshort", "--helpfull")
 
 
 class UsageError(ValueError):
     """A command line that does not parse: the message says which flag or argument."""
+
+
+def parse_command_line(
+    prog: str,
+    define: Callable[[flags.FlagValues], None],
+    argv: Sequence[str],
+    default_config: pathlib.Path | None = None,
+) -> tuple[flags.FlagValues, list[str]]:
+    """Fresh flags defined by `define` and parsed from `argv`, and the positional arguments left.
+
+    Raises:
+      UsageError: a flag `define` lacks, a bad value, or a `--config.` override that does not
+        fit the config (one line saying which).
+    """
+    fv = flags.FlagValues()
+    root = config_root(list(argv), default_config)  # A config may import the modules beside it.
+    if root is not None and str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        with argv_as([prog, *argv]):
+            define(fv)
+            args = fv([prog, *argv])[1:]
+    except flags.Error as e:
+        raise UsageError(str(e)) from e
+    except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' refusals
+        problem = f"a --config override does not fit the config: {config_problem(e)}"
+        raise UsageError(problem) from e
+    return fv, args
 
 
 @contextlib.contextmanager
@@ -151,19 +177,7 @@ class Command:
           UsageError: a flag the command lacks, a bad value, an argument it takes none of, or a
             `--config.` override that does not fit the config (one line saying which).
         """
-        fv = flags.FlagValues()
-        root = config_root(list(argv))  # A --config file may import the modules beside it.
-        if root is not None and str(root) not in sys.path:
-            sys.path.insert(0, str(root))
-        try:
-            with argv_as([self.prog, *argv]):
-                self.define(fv)
-                args = fv([self.prog, *argv])[1:]
-        except flags.Error as e:
-            raise UsageError(str(e)) from e
-        except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections'
-            problem = f"a --config override does not fit the config: {config_problem(e)}"
-            raise UsageError(problem) from e
+        fv, args = parse_command_line(self.prog, self.define, argv)
         if args and not self.positional:
             raise UsageError(f"unexpected arguments {args}: every input is a --flag=value.")
         return fv, args

@@ -16,7 +16,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer_jax.cli.common import UsageError, argv_as, config_problem, config_root
+from transformer_jax.cli.common import UsageError, config_problem, config_root, parse_command_line
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.nonfinite import NonFiniteError
 from transformer_jax.training.run_lock import WorkdirBusyError
@@ -68,19 +68,7 @@ def check_command_line(argv: list[str]) -> None:
       UsageError: a flag train.py lacks, a bad value, a positional argument, or a `--config.`
         override that does not fit the config.
     """
-    fv = flags.FlagValues()
-    root = config_root(argv, DEFAULT_CONFIG)
-    if root is not None and str(root) not in sys.path:
-        sys.path.insert(0, str(root))
-    try:
-        with argv_as(["train.py", *argv]):
-            define_flags(fv)
-            args = fv(["train.py", *argv])[1:]
-    except flags.Error as e:
-        raise UsageError(str(e)) from e
-    except (AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' refusals
-        problem = f"a --config override does not fit the config: {config_problem(e)}"
-        raise UsageError(problem) from e
+    _, args = parse_command_line("train.py", define_flags, argv, DEFAULT_CONFIG)
     if args:
         raise UsageError(f"unexpected arguments {args}: every input is a --flag=value.")
 
