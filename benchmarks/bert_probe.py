@@ -42,9 +42,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from configs import bert_numbers_pair, bert_stdlib_classify  # noqa: E402
 from transformer_jax import models  # noqa: E402
 from transformer_jax.data.bert.inputs import real_tokens  # noqa: E402
-from transformer_jax.inference import loading  # noqa: E402
+from transformer_jax.runs import reading
+from transformer_jax.runs.layout import Workdir  # noqa: E402
+from transformer_jax.runs.tokenizer import load_tokenizer  # noqa: E402
 from transformer_jax.tasks.classify import ClassificationTask  # noqa: E402
-from transformer_jax.workdir import Workdir  # noqa: E402
 
 TASKS = {"numbers_pair": bert_numbers_pair, "stdlib_packages": bert_stdlib_classify}
 FEATURES = ("cls", "pooled", "mean")
@@ -97,7 +98,7 @@ def part_of(name: str) -> str:
 def relative_changes(before, after) -> dict[str, float]:
     """||after - before|| / ||before|| per part, over the parameters both models have."""
     flat = lambda tree: {  # noqa: E731
-        "/".join(map(loading.key_name, p)): np.asarray(v, np.float64)
+        "/".join(map(reading.key_name, p)): np.asarray(v, np.float64)
         for p, v in jax.tree_util.tree_flatten_with_path(nnx.state(tree))[0]
     }
     a, b = flat(before), flat(after)
@@ -122,8 +123,8 @@ def main() -> None:
 
     pretrained_dir = Workdir.at(args.pretrained)
     config = pretrained_dir.read_config()
-    tokenizer = loading.load_tokenizer(pretrained_dir, config)
-    pretrained, steps = loading.load_model(pretrained_dir, config, tokenizer)
+    tokenizer = load_tokenizer(pretrained_dir, config)
+    pretrained, steps = reading.load_model(pretrained_dir, config, tokenizer)
     model_cfg = models.build_config(config.model, {"vocab_size": tokenizer.vocab_size})
     encoders = {
         "pretrained": pretrained,
@@ -138,7 +139,7 @@ def main() -> None:
     }
     for run in filter(None, args.finetuned.split(",")):
         workdir = Workdir.at(run)
-        tuned, _ = loading.load_model(workdir, workdir.read_config(), None)
+        tuned, _ = reading.load_model(workdir, workdir.read_config(), None)
         changes = relative_changes(pretrained, tuned)
         results.setdefault("relative_change", {})[run] = changes
         print(f"relative change in {run}:")

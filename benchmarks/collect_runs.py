@@ -7,7 +7,8 @@ measured, so that a recipe's "one change at a time" table is generated from the 
 
 For each NAME=WORKDIR: the config fields whose values differ from `--config` (the run's
 config.json against the config file's get_config(); null for a field the run's config lacks),
-the test record and the validation records of metrics.jsonl. The runs are not retrained; their workdirs are recorded.
+the test record and the validation records of metrics.jsonl. The runs are not retrained;
+their workdirs are recorded.
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ import numpy as np
 
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.notebook import choose, fast_mode
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs import Workdir
 
 WORKDIR = f"runs/nb03_gpt_{'fast' if fast_mode() else 'full'}"  # a finished run is reused
 corpus = load_stdlib_corpus(Workdir.at(WORKDIR).cache)

@@ -125,6 +125,28 @@ def test_import_of_the_package_does_not_load_the_training_input_pipeline():
     assert out.stdout.strip() == "False False"
 
 
+def test_input_pipelines_do_not_import_the_models():
+    # A data pipeline reads the run's layout, not the model zoo (see transformer_jax.data).
+    pipelines = ("translation", "lm", "bert", "classify", "images")
+    code = (
+        "import sys; "
+        + "; ".join(f"import transformer_jax.data.{p}" for p in pipelines)
+        + "; print(sorted(m for m in sys.modules if m.startswith(('transformer_jax.models', "
+        "'transformer_jax.nn', 'transformer_jax.inference'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_package_names_load_on_first_use():
+    code = (
+        "import sys, transformer_jax as tj; before = 'transformer_jax.models' in sys.modules; "
+        "print(before, tj.EncoderDecoder.__module__, 'EncoderDecoder' in dir(tj))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "transformer_jax.models.encoder_decoder.model", "True"]
+
+
 def test_data_exports_resolve():
     for name in data.__all__:
         assert getattr(data, name) is not None, name

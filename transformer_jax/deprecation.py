@@ -28,12 +28,16 @@ from collections.abc import Callable, Mapping
 from typing import no_type_check
 
 
-def deprecated_names(module: str, new_homes: Mapping[str, str]) -> Callable[[str], object]:
+def deprecated_names(
+    module: str, new_homes: Mapping[str, str], stacklevel: int = 2
+) -> Callable[[str], object]:
     """A `__getattr__` for `module` that serves each old name from its new home, with a warning.
 
     Args:
       module: the name of the module that held the old names (its `__name__`).
       new_homes: old name -> the dotted path of what replaces it ("package.module.NewName").
+      stacklevel: the warning's frame: 2, the caller's line, when the returned function is the
+        module's `__getattr__`; 3 when the module's own `__getattr__` calls it.
 
     Returns:
       The function to assign to the module's `__getattr__`; other missing names raise
@@ -51,7 +55,7 @@ def deprecated_names(module: str, new_homes: Mapping[str, str]) -> Callable[[str
             f"{module}.{name} is deprecated and will be removed in the next release: "
             f"use `from {home} import {new_name}`.",
             DeprecationWarning,
-            stacklevel=2,
+            stacklevel=stacklevel,
         )
         return getattr(importlib.import_module(home), new_name)
 

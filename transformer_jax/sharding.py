@@ -8,7 +8,7 @@ Parameters carry logical axis names (`embed`, `heads`, `kv`, `mlp`, `vocab`); ba
 - tensor parallel: `tensor>1` shards heads, feed-forward width and vocabulary (Megatron style).
 
 A dimension that a mesh axis does not divide is left unsharded rather than failing (training);
-`undivided` lists such dimensions, which serving refuses (`transformer_jax.inference.mesh`).
+`undivided` lists such dimensions, which serving refuses (`transformer_jax.serving_mesh`).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import pytest
 
 from tests.train_runs import subprocess_env
 from transformer_jax import Translator
-from transformer_jax.workdir import Workdir, migrate
+from transformer_jax.runs.layout import Workdir, migrate
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "workdir_v0_1"

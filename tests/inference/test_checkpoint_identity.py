@@ -12,13 +12,14 @@ import pytest
 
 from configs import bert_classify_tiny
 from transformer_jax import models
-from transformer_jax.inference import loading
 from transformer_jax.inference.translator import Translator
+from transformer_jax.runs.identity import model_hash
+from transformer_jax.runs.layout import ForeignCheckpointError, RunIdentity, Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks import ClassificationTask
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.state import create_train_state
-from transformer_jax.workdir import ForeignCheckpointError, RunIdentity, Workdir, model_hash
 
 STEPS = ("10", "20", "30")  # tiny_workdir's checkpoints.
 
@@ -80,7 +81,7 @@ def test_init_from_refuses_a_pretrained_workdir_holding_another_runs_checkpoints
 ):
     pretrained, a, b = _another_run(tiny_bert_workdir, tmp_path / "bert")
     config = bert_classify_tiny.get_config()
-    tokenizer = loading.load_tokenizer(Workdir.at(pretrained), Workdir.at(pretrained).read_config())
+    tokenizer = load_tokenizer(Workdir.at(pretrained), Workdir.at(pretrained).read_config())
     data = {"vocab_size": tokenizer.vocab_size, "num_labels": 3}
     cfg = models.build_config(config.model, data)
     mesh = make_mesh({"data": -1, "fsdp": 1, "tensor": 1})

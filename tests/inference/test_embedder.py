@@ -18,7 +18,7 @@ from transformer_jax.inference.pooling import (
     l2_normalise,
     mean_pool,
 )
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.layout import CheckpointError, Workdir
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "hf"
 TOLERANCE = 1e-5

@@ -15,13 +15,14 @@ from flax import nnx
 
 from transformer_jax.cli import generate as generate_cli
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
-from transformer_jax.inference import Generator, loading
+from transformer_jax.inference import Generator
 from transformer_jax.inference import generator as generator_module
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 from transformer_jax.tokens import BOS_ID, EOS_ID
-from transformer_jax.training.checkpointing import Checkpoints
 from transformer_jax.training.state import TrainState
-from transformer_jax.workdir import CheckpointError, Workdir
 
 TOKENIZER = ByteTokenizer()
 MAX_LEN = 48  # The tiny models' context.
@@ -168,10 +169,10 @@ def test_a_prompt_too_long_for_the_context_keeps_its_last_tokens(gen):
 def test_load_tokenizer_follows_the_data_tokenizer_field(tmp_path):
     workdir = Workdir.at(tmp_path)
     config = ml_collections.ConfigDict({"data": {"tokenizer": "byte"}})
-    assert isinstance(loading.load_tokenizer(workdir, config), ByteTokenizer)
+    assert isinstance(load_tokenizer(workdir, config), ByteTokenizer)
     for fields in [{"data": {"tokenizer": "sentencepiece"}}, {"data": {}}, {}]:  # translation
         with pytest.raises(CheckpointError, match="tokenizer.model is missing"):
-            loading.load_tokenizer(workdir, ml_collections.ConfigDict(fields))
+            load_tokenizer(workdir, ml_collections.ConfigDict(fields))
 
 
 @pytest.fixture(scope="module")

@@ -23,15 +23,15 @@ from transformer_jax.cli import generate as generate_cli
 from transformer_jax.cli import translate as translate_cli
 from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.inference import Classifier, Generator, ImageClassifier, MaskFiller, Translator
-from transformer_jax.inference.mesh import MeshError, check_fits, serving_mesh
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.models.vit import VisionTransformer, VitConfig
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.serving_mesh import MeshError, check_fits, serving_mesh
 from transformer_jax.tokens import BERT_SYMBOLS
-from transformer_jax.training.checkpointing import Checkpoints
 from transformer_jax.training.state import TrainState
-from transformer_jax.workdir import Workdir
 
 WORDS = "one two three four five six seven eight nine hundred and the json module def return"
 TOKENIZER = train_tokenizer(

@@ -16,7 +16,7 @@ from transformer_jax.inference import decoding
 from transformer_jax.inference.attention_plot import plot_attention
 from transformer_jax.inference.decoding import greedy_decode
 from transformer_jax.inference.translator import Translator
-from transformer_jax.workdir import CheckpointError
+from transformer_jax.runs.layout import CheckpointError
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from configs import default, wmt14_en_de_base
 from transformer_jax import EncoderDecoder, EncoderDecoderConfig, models, sharding
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.nn import sinusoidal_encoding
-from transformer_jax.workdir import model_hash
+from transformer_jax.runs.identity import model_hash
 
 # All different: batch 3, source 7, target 5, heads 2, head dim 6, vocabulary 17.
 B, S, T, N, HD, V = 3, 7, 5, 2, 6, 17

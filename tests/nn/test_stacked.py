@@ -12,15 +12,16 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 from transformer_jax import sharding as shd
-from transformer_jax.inference import decoding, generator, loading
+from transformer_jax.inference import decoding, generator
 from transformer_jax.inference.decoding import beam_search, greedy_decode
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 from transformer_jax.models.registry import abstract_model, build_model
 from transformer_jax.nn.stacked import stacked_layout, to_layout
-from transformer_jax.training.checkpointing import Checkpoints
+from transformer_jax.runs import reading
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
-from transformer_jax.workdir import Workdir
 
 SRC = jnp.array([[5, 9, 3, 7, 2, 0], [4, 4, 8, 1, 6, 3]])
 
@@ -180,5 +181,5 @@ def test_a_checkpoint_restores_into_the_other_layout(tmp_path, saved_scanned):
 
     _, abstract = abstract_model(other)
     p_shard = shd.param_shardings(abstract, mesh)
-    params = loading.restore_params(workdir, 3, abstract, p_shard)
+    params = reading.restore_params(workdir, 3, abstract, p_shard)
     _leaves_equal(params, state.params)

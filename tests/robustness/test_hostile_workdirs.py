@@ -22,8 +22,8 @@ from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.translator import Translator
+from transformer_jax.runs.layout import CheckpointError
 from transformer_jax.training import train_and_evaluate
-from transformer_jax.workdir import CheckpointError
 
 # A restore that fails on a damaged file leaves Orbax coroutines that are never awaited; Python
 # reports them when they are garbage-collected (in this process only: a CLI exits cleanly).

@@ -16,7 +16,7 @@ from PIL import Image
 
 from transformer_jax import tasks
 from transformer_jax.data import translation as translation_data
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs.layout import Workdir
 
 CASES = {  # name: (config module, overrides)
     "tiny": ("tiny", {}),  # packed rows

@@ -13,9 +13,9 @@ from configs import bert_tiny
 from tests.train_runs import train_once
 from transformer_jax.cli import evaluate, fill_mask
 from transformer_jax.inference.fill_mask import MaskFiller
+from transformer_jax.runs.layout import CheckpointError, Workdir
 from transformer_jax.tasks.bert_pretrain import BertPretrainTask
 from transformer_jax.training.loop import validate_train_config
-from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def _rows(workdir, split):

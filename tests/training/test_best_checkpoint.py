@@ -11,10 +11,10 @@ import pytest
 from flax import nnx
 
 from configs import tiny
-from transformer_jax.inference import loading
-from transformer_jax.training.checkpointing import Checkpoints
+from transformer_jax.runs import reading
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.training.loop import _test_params, validate_train_config
-from transformer_jax.workdir import Workdir
 
 
 def _state(step):
@@ -73,7 +73,7 @@ def test_the_best_parameters_restore_without_the_optimizer_state(tmp_path):
     abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
     mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("data",))
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
-    params = loading.restore_params(Workdir.at(tmp_path), 2, abstract, sharding, best=True)
+    params = reading.restore_params(Workdir.at(tmp_path), 2, abstract, sharding, best=True)
     np.testing.assert_array_equal(params["w"], np.full((4, 4), 2.0))
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from tests.train_runs import subprocess_env
-from transformer_jax.training.checkpointing import Checkpoints
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import CheckpointError, Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -108,8 +108,8 @@ def test_empty_workdir_restores_nothing(tmp_path, caplog):
 _FULL_DISK = """
 import resource, signal, sys
 import jax, jax.numpy as jnp
-from transformer_jax.training.checkpointing import Checkpoints
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.layout import CheckpointError, Workdir
 
 ckpt = Checkpoints(Workdir.at(sys.argv[1]), keep=5)
 state = {"w": jnp.ones((256, 256))}

@@ -18,14 +18,17 @@ from transformer_jax import models
 from transformer_jax.cli import classify, evaluate
 from transformer_jax.data.classify import pipeline
 from transformer_jax.data.classify.tsv import tsv_dataset
-from transformer_jax.inference import loading
+from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.inference.classifier import Classifier
+from transformer_jax.runs import reading
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks import ClassificationTask
+from transformer_jax.tokens import BERT_SYMBOLS
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
-from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def _rows(workdir, split):
@@ -51,7 +54,7 @@ def test_fine_tuning_run_reports_accuracy_f1_confusion_and_baseline(tiny_classif
 def _classify_state(tiny_bert_workdir, **model_overrides):
     config = bert_classify_tiny.get_config()
     pretrained = Workdir.at(tiny_bert_workdir)
-    tokenizer = loading.load_tokenizer(pretrained, pretrained.read_config())
+    tokenizer = load_tokenizer(pretrained, pretrained.read_config())
     cfg = models.build_config(config.model, {"vocab_size": tokenizer.vocab_size, "num_labels": 3})
     cfg = dataclasses.replace(cfg, **model_overrides)
     tx, _ = make_optimizer(cfg.d_model)
@@ -65,9 +68,9 @@ def test_init_from_copies_the_encoder_exactly_and_only_the_heads_are_new(tiny_be
     fresh = ClassificationTask.fresh_params
     new_state, note = init_from_workdir(state, str(tiny_bert_workdir), cfg, ClassificationTask)
     assert "new (sequence_head, token_head)" in note
-    model, _ = loading.load_model(pretrained, pretrained.read_config(), tokenizer)
+    model, _ = reading.load_model(pretrained, pretrained.read_config(), tokenizer)
     flat = lambda tree: {  # noqa: E731
-        "/".join(map(loading.key_name, p)): np.asarray(v)
+        "/".join(map(reading.key_name, p)): np.asarray(v)
         for p, v in jax.tree_util.tree_flatten_with_path(tree)[0]
     }
     before, after, source = flat(state.params), flat(new_state.params), flat(nnx.state(model))
@@ -86,7 +89,7 @@ def test_init_fresh_keeps_the_named_parameters_new_and_refuses_unknown_names(tin
         state, str(tiny_bert_workdir), cfg, ClassificationTask, ("pooler",)
     )
     assert "new (sequence_head, token_head, pooler)" in note
-    model, _ = loading.load_model(pretrained, pretrained.read_config(), tokenizer)
+    model, _ = reading.load_model(pretrained, pretrained.read_config(), tokenizer)
     fresh, old = new_state.params["pooler"], state.params["pooler"]
     np.testing.assert_array_equal(fresh["kernel"][...], old["kernel"][...])
     assert not np.array_equal(fresh["kernel"][...], nnx.state(model)["pooler"]["kernel"][...])
@@ -173,3 +176,31 @@ def test_init_from_a_folder_without_a_pretraining_run_is_refused_before_training
     data = pipeline.load_dataset(config.data)
     with pytest.raises(ValueError, match="not a pretraining workdir. Pretrain first"):
         pipeline.load_classify_tokenizer(config.data, tmp_path / "run", data, str(tmp_path))
+
+
+def test_a_classify_run_keeps_its_external_tokenizer(tmp_path):
+    """data.spm_model_path is copied into the workdir at the first start; a resume whose file
+    now holds another model is refused, as in every task (transformer_jax.runs.tokenizer)."""
+    config = bert_classify_tiny.get_config()
+    config.init_from = ""
+    data = pipeline.load_dataset(config.data)
+    texts = [e.text_a for e in data.splits["train"]] + [
+        e.text_b or "" for e in data.splits["train"]
+    ]
+
+    def tokenizer(vocab_size):
+        symbols = [*BERT_SYMBOLS, "\n"]
+        return train_tokenizer(texts, vocab_size=vocab_size, user_defined_symbols=symbols)
+
+    external = tmp_path / "spm.model"
+    first = tokenizer(60)
+    external.write_bytes(first.model_proto)
+    config.data.spm_model_path = str(external)
+    run = tmp_path / "run"
+    loaded = pipeline.load_classify_tokenizer(config.data, run, data)
+    assert loaded.model_proto == first.model_proto
+    assert (run / "tokenizer.model").read_bytes() == first.model_proto
+    external.write_bytes(tokenizer(70).model_proto)  # Another model at the same path.
+    with pytest.raises(ValueError, match="is not the tokenizer .*tokenizer.model was started"):
+        pipeline.load_classify_tokenizer(config.data, run, data)
+    assert (run / "tokenizer.model").read_bytes() == first.model_proto  # The copy stays.

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from tests.train_runs import subprocess_env
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.runs.lock import WorkdirBusyError, WorkdirLock, WorkdirNotWritableError
 from transformer_jax.training.nonfinite import NonFiniteCounter, NonFiniteError
-from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock, WorkdirNotWritableError
 from transformer_jax.training.step import all_finite
-from transformer_jax.workdir import Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = subprocess_env()  # One device: faster.
 _HOLD = (
     "import sys, time\n"
-    "from transformer_jax.training.run_lock import WorkdirLock\n"
+    "from transformer_jax.runs.lock import WorkdirLock\n"
     "from transformer_jax.workdir import Workdir\n"
     "WorkdirLock(Workdir.at(sys.argv[1])).acquire()\n"
     "print('locked', flush=True)\n"

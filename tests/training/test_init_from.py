@@ -25,12 +25,14 @@ from transformer_jax.cli import evaluate
 from transformer_jax.data.bert.inputs import specials_of
 from transformer_jax.data.lm import pipeline as lm_pipeline
 from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
-from transformer_jax.inference import loading
 from transformer_jax.inference.classifier import Classifier
 from transformer_jax.inference.generator import Generator
 from transformer_jax.inference.image_classifier import ImageClassifier
 from transformer_jax.interop import gpt2 as hf_gpt2
 from transformer_jax.interop import vit as hf_vit
+from transformer_jax.runs import reading
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks import ImageClassificationTask, LanguageModelTask
 from transformer_jax.tasks.language_model import lm_loss
@@ -39,7 +41,6 @@ from transformer_jax.training import validate_train_config
 from transformer_jax.training.init_from import check_same_model, init_from_workdir
 from transformer_jax.training.optimizer import make_optimizer
 from transformer_jax.training.state import create_train_state
-from transformer_jax.workdir import Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "fixtures" / "hf"
@@ -179,7 +180,7 @@ def test_the_first_step_is_the_converted_models_own_loss_and_counts_every_bang(g
 
     run = Workdir.at(gpt_run)
     config = run.read_config()
-    tokenizer = loading.load_tokenizer(run, config)  # the run's copy of GPT-2's tokenizer
+    tokenizer = load_tokenizer(run, config)  # the run's copy of GPT-2's tokenizer
     assert isinstance(tokenizer, PretrainedTokenizer)
     assert tokenizer.bos_id == tokenizer.eos_id == tokenizer.pad_id == ENDOFTEXT
     copied, source = gpt_run / "tokenizer", gpt2 / "tokenizer"
@@ -198,7 +199,7 @@ def test_the_first_step_is_the_converted_models_own_loss_and_counts_every_bang(g
     assert set(batch["inputs"][starts]) == set(batch["targets"][ends]) == {ENDOFTEXT}
 
     pretrained = Workdir.at(gpt2)
-    model, _ = loading.load_model(pretrained, pretrained.read_config(), None)
+    model, _ = reading.load_model(pretrained, pretrained.read_config(), None)
     _, sums = lm_loss(model, {k: jnp.asarray(v) for k, v in batch.items()}, None, True)
     assert float(sums["tokens"]) == train[0]["tokens"]
     own = float(sums["loss_sum"]) / float(sums["tokens"])
@@ -321,7 +322,7 @@ def _task_state(flags: list[str], workdir: pathlib.Path):
 
 def _flat(tree) -> dict[str, np.ndarray]:
     leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
-    return {"/".join(map(loading.key_name, p)): np.asarray(v) for p, v in leaves}
+    return {"/".join(map(reading.key_name, p)): np.asarray(v) for p, v in leaves}
 
 
 def test_every_vit_parameter_but_the_head_is_the_converted_ones(vit, vit_setup, tmp_path):
@@ -331,7 +332,7 @@ def test_every_vit_parameter_but_the_head_is_the_converted_ones(vit, vit_setup, 
     new_state, note = init_from_workdir(state, str(vit), cfg, task)
     assert note.endswith("2 new (head_kernel, head_bias)")
     pretrained = Workdir.at(vit)
-    model, _ = loading.load_model(pretrained, pretrained.read_config(), None)
+    model, _ = reading.load_model(pretrained, pretrained.read_config(), None)
     before, after = _flat(state.params), _flat(new_state.params)
     source = _flat(nnx.state(model))
     for name, value in after.items():

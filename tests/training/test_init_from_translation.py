@@ -20,14 +20,15 @@ from transformer_jax import interop, models, tasks
 from transformer_jax.cli import convert, evaluate, translate
 from transformer_jax.data import translation as data_lib
 from transformer_jax.data.pretrained_tokenizer import MarianTokenizer
-from transformer_jax.inference import loading
 from transformer_jax.inference.translator import Translator
 from transformer_jax.interop import marian as hf_marian
+from transformer_jax.runs import reading
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 from transformer_jax.tasks import TranslationTask
 from transformer_jax.tasks.translation import translation_loss
 from transformer_jax.training import validate_train_config
 from transformer_jax.training.init_from import check_same_model
-from transformer_jax.workdir import CheckpointError, Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HF = ROOT / "tests" / "fixtures" / "hf"
@@ -135,7 +136,7 @@ def test_the_run_continues_the_converted_model_with_its_tokenizer_and_ids(recipe
 
     workdir = Workdir.at(run)
     config = workdir.read_config()
-    tokenizer = loading.load_tokenizer(workdir, config)  # the run's copy of the Marian tokenizer
+    tokenizer = load_tokenizer(workdir, config)  # the run's copy of the Marian tokenizer
     assert isinstance(tokenizer, MarianTokenizer)
     assert (tokenizer.eos_id, tokenizer.pad_id, tokenizer.bos_id) == (EOS, PAD, PAD)
     for name in ("source.spm", "target.spm", "vocab.json"):
@@ -156,7 +157,7 @@ def test_the_run_continues_the_converted_model_with_its_tokenizer_and_ids(recipe
         assert batch["tgt_in"][row, : len(labels)].tolist() == [PAD, *labels[:-1]]
         assert real[row].sum() == len(labels) and labels[-1] == EOS
     pretrained = Workdir.at(converted)
-    model, _ = loading.load_model(pretrained, pretrained.read_config(), None)
+    model, _ = reading.load_model(pretrained, pretrained.read_config(), None)
     width = ref["decoder_input_ids"].shape[1]
     logits = np.asarray(model(jnp.asarray(batch["src"][:4]), jnp.asarray(batch["tgt_in"][:4])))
     ours = logits[:, :width][real[:, :width]]

@@ -14,15 +14,15 @@ from flax import nnx
 
 from transformer_jax import models
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.training import optimizer as opt
-from transformer_jax.training.checkpointing import check_or_write_config
+from transformer_jax.training.config_guard import check_or_write_config
 from transformer_jax.training.schedules import (
     constant_schedule,
     cosine_schedule,
     linear_schedule,
     noam_schedule,
 )
-from transformer_jax.workdir import Workdir
 
 PEAK, WARMUP, TOTAL, FLOOR = 3e-4, 10, 110, 0.1
 

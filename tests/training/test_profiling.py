@@ -19,10 +19,10 @@ from configs import tiny
 from tests.gcs_emulator import gcs_bucket  # noqa: F401 (fixture)
 from tests.train_runs import subprocess_env
 from transformer_jax.aot.targets import CHIPS
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.runs.lock import WorkdirNotWritableError
 from transformer_jax.training import profiling
-from transformer_jax.training.run_lock import WorkdirNotWritableError
 from transformer_jax.training.validation import check_profiling_fields
-from transformer_jax.workdir import Workdir
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUN = [  # six steps, a train line every two, no decoding

@@ -23,9 +23,9 @@ import pytest
 
 from configs import tiny
 from tests.train_runs import train_once
-from transformer_jax.training.checkpointing import local_data_state
+from transformer_jax.runs.checkpoints import local_data_state
+from transformer_jax.runs.layout import CheckpointError
 from transformer_jax.training.loop import validate_train_config
-from transformer_jax.workdir import CheckpointError
 
 STEPS = 6
 # No decoding; the saves to resume from are those of each part's last step.

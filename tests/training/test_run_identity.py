@@ -12,15 +12,15 @@ import pytest
 
 from configs import tiny
 from transformer_jax import models
-from transformer_jax.training import train_and_evaluate
-from transformer_jax.training.checkpointing import Checkpoints, keep_identity, run_identity
-from transformer_jax.workdir import (
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.identity import keep_identity, model_hash, run_identity
+from transformer_jax.runs.layout import (
     CheckpointError,
     ForeignCheckpointError,
     RunIdentity,
     Workdir,
-    model_hash,
 )
+from transformer_jax.training import train_and_evaluate
 
 OURS = RunIdentity("a" * 32, "1" * 64)
 OTHER_RUN = RunIdentity("b" * 32, OURS.model_hash)  # Another run of the same config.

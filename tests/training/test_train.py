@@ -16,10 +16,10 @@ import tensorflow_datasets as tfds
 from configs import tiny
 from tests.train_runs import subprocess_env
 from transformer_jax.inference.translator import Translator
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import TranslationTask
 from transformer_jax.training import train_and_evaluate
-from transformer_jax.training.checkpointing import check_or_write_config
-from transformer_jax.workdir import Workdir
+from transformer_jax.training.config_guard import check_or_write_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FAST = [  # no BLEU decoding: these tests are about the loop and its checkpoints

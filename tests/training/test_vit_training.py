@@ -19,7 +19,7 @@ from transformer_jax.inference.patch_attention import (
     patch_attention,
     save_attention_png,
 )
-from transformer_jax.workdir import CheckpointError
+from transformer_jax.runs.layout import CheckpointError
 
 
 @pytest.fixture(scope="module")

@@ -34,9 +34,9 @@ from typing import BinaryIO
 from absl import flags
 
 from transformer_jax.data.files import decode_utf8, split_lines
-from transformer_jax.inference.mesh import FLAG_HELP as MESH_HELP
-from transformer_jax.inference.mesh import MeshError
-from transformer_jax.workdir import CheckpointError
+from transformer_jax.runs.layout import CheckpointError
+from transformer_jax.serving_mesh import FLAG_HELP as MESH_HELP
+from transformer_jax.serving_mesh import MeshError
 
 STDIN = "<stdin>"  # How errors name standard input.
 USAGE_ERROR = 2  # Exit code of a bad command line.
@@ -109,7 +109,7 @@ def checkpoint_flags(fv: flags.FlagValues, *, average: bool = False) -> None:
 
 
 def mesh_flag(fv: flags.FlagValues) -> None:
-    """`--mesh`: serve on a device mesh (see `transformer_jax.inference.mesh`)."""
+    """`--mesh`: serve on a device mesh (see `transformer_jax.serving_mesh`)."""
     flags.DEFINE_string("mesh", None, MESH_HELP, flag_values=fv)
 
 

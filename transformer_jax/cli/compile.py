@@ -29,7 +29,7 @@ from ml_collections import config_flags
 
 from transformer_jax.aot import compile_config, fit_config
 from transformer_jax.cli import common
-from transformer_jax.inference.mesh import parse_mesh
+from transformer_jax.serving_mesh import parse_mesh
 
 DOC = __doc__.split("\n\n", 2)[2]
 

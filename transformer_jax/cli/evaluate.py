@@ -30,10 +30,9 @@ from absl import flags
 from transformer_jax import tasks
 from transformer_jax.cli import common
 from transformer_jax.cli.plot import plot_confusion
-from transformer_jax.inference import loading
-from transformer_jax.inference.mesh import serving_mesh
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.load import load_run
 from transformer_jax.sharding import make_mesh
-from transformer_jax.workdir import CheckpointError, Workdir
 
 
 def define_flags(fv: flags.FlagValues) -> None:
@@ -85,11 +84,8 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
     # The model first: a bad --mesh, --step or checkpoint fails before the task reads its data.
     # A text run's own tokenizer must be there (the task would otherwise train a new one).
     text = "vocab_size" in config.get("data", {})
-    tokenizer = loading.load_tokenizer(workdir, config) if text else None
-    mesh = serving_mesh(fv.mesh)
-    model, steps = loading.load_model(
-        workdir, config, tokenizer, fv.step, fv.average_last, mesh=mesh
-    )
+    run = load_run(workdir, fv.step, fv.average_last, mesh=fv.mesh, tokenizer=text)
+    model, steps, mesh = run.model, run.steps, run.mesh
     task = load_task(workdir, config)
     options = tasks.ScoreOptions(
         baselines=fv.baselines,

@@ -22,7 +22,7 @@ from absl import flags
 
 from transformer_jax import storage
 from transformer_jax.cli import common
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs.layout import Workdir
 
 
 def read_metrics(workdir: str | os.PathLike) -> dict[str, list[dict]]:

@@ -17,9 +17,9 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from transformer_jax.cli.common import UsageError, config_problem, config_root, parse_command_line
+from transformer_jax.runs.lock import WorkdirBusyError
 from transformer_jax.training import train_and_evaluate
 from transformer_jax.training.nonfinite import NonFiniteError
-from transformer_jax.training.run_lock import WorkdirBusyError
 
 SOURCE_TREE = pathlib.Path(__file__).resolve().parents[2]  # Holds configs/ in a source checkout.
 DEFAULT_CONFIG = SOURCE_TREE / "configs" / "default.py"

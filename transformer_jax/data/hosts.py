@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs.layout import Workdir
 
 WorkdirLike = Workdir | str | os.PathLike
 

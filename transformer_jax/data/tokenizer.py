@@ -251,23 +251,3 @@ def load_or_train(
     tokenizer.save(model_path)
     storage.write_text_atomic(settings_path, json.dumps(settings, indent=1))
     return tokenizer
-
-
-def kept_copy(path: str | os.PathLike, kept: str | os.PathLike) -> Tokenizer:
-    """The SentencePiece model at `path` (a run's `data.spm_model_path`), copied to `kept` (the
-    workdir's tokenizer.model) at the run's start, so that the workdir stands alone: serving,
-    evaluation and `init_from` read the run's copy, whatever becomes of the file.
-
-    Raises:
-      ValueError: `kept` holds another model (the file at `path` changed since the run began).
-    """
-    tokenizer = Tokenizer.load(path)
-    kept = storage.as_path(kept)
-    if not kept.exists():
-        tokenizer.save(kept)
-    elif kept.read_bytes() != tokenizer.model_proto:
-        raise ValueError(
-            f"data.spm_model_path={str(path)!r} is not the tokenizer {kept} was started with. "
-            f"Use a new workdir, or point spm_model_path at the run's tokenizer.model."
-        )
-    return tokenizer

@@ -4,7 +4,7 @@
 patches).
 
 Imports nothing from `transformer_jax.training`: a workdir is read through
-`transformer_jax.workdir` and the model registry only.
+`transformer_jax.runs.layout` and the model registry only.
 """
 
 from transformer_jax.inference.classifier import Classifier, Prediction

@@ -21,10 +21,11 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax.data.bert.inputs import encode_plain, real_tokens, specials_of
-from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
-from transformer_jax.inference.mesh import MeshLike, on_mesh, under
+from transformer_jax.inference.encoder_inputs import batch_inputs, load_encoder
+from transformer_jax.runs.layout import CheckpointError
+from transformer_jax.runs.load import Run
+from transformer_jax.serving_mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
-from transformer_jax.workdir import CheckpointError
 
 Input = str | tuple[str, str] | list[str]
 
@@ -60,7 +61,7 @@ def label_names(names: object) -> list[str]:
 class Classifier:
     """A fine-tuned encoder with its label names."""
 
-    def __init__(self, run: EncoderRun, label_names: Sequence[str], pair: bool | None):
+    def __init__(self, run: Run, label_names: Sequence[str], pair: bool | None):
         """`pair`: whether inputs are pairs of texts; None reads either (a converted
         `BertForSequenceClassification`, whose config does not say)."""
         if len(label_names) != run.model.cfg.num_labels:

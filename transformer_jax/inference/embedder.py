@@ -26,14 +26,15 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax.data.bert.inputs import encode_plain, real_tokens, specials_of
-from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
-from transformer_jax.inference.mesh import MeshLike, on_mesh, under
+from transformer_jax.inference.encoder_inputs import batch_inputs, load_encoder
 from transformer_jax.inference.pooling import (
     DEFAULT_POOLING,
     EmbeddingSettings,
     check_pooling,
     embed_hidden,
 )
+from transformer_jax.runs.load import Run
+from transformer_jax.serving_mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
 
 TASKS = ("bert_pretrain", "classify")  # Encoder runs: pretrained (or converted), fine-tuned.
@@ -66,7 +67,7 @@ class Match:
 class Embedder:
     """An encoder that maps texts to unit-length vectors."""
 
-    def __init__(self, run: EncoderRun, pooling: str, max_len: int):
+    def __init__(self, run: Run, pooling: str, max_len: int):
         """`max_len`: the most tokens of a text, [CLS] and [SEP] included (at most the
         model's positions); longer texts are cut from the end."""
         self.run = run

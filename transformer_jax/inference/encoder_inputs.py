@@ -6,35 +6,17 @@ power-of-two length, so a handful of shapes are compiled whatever the texts.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from flax import nnx
-from jax.sharding import Mesh
 
 from transformer_jax.data.bert.inputs import PROJECT, Specials, layout, real_tokens
-from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
-from transformer_jax.data.tokenizer import Tokenizer
-from transformer_jax.inference import loading
-from transformer_jax.inference.mesh import MeshLike, serving_mesh
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.load import Expect, Run, load_run
+from transformer_jax.serving_mesh import MeshLike
 
 MIN_LENGTH = 16  # Shortest padded length: fewer compiled shapes for short texts.
-
-
-@dataclasses.dataclass(frozen=True)
-class EncoderRun:
-    """A loaded encoder workdir: model, tokenizer, config and the steps loaded."""
-
-    model: nnx.Module
-    tokenizer: Tokenizer | PretrainedTokenizer  # The latter: a converted checkpoint's.
-    workdir: Workdir
-    task: str
-    steps: list[int]
-    mesh: Mesh | None = None  # The mesh the parameters are sharded over (None: replicated).
 
 
 def load_encoder(
@@ -43,27 +25,22 @@ def load_encoder(
     what: str,
     step=None,
     mesh: MeshLike | None = None,
-) -> EncoderRun:
+) -> Run:
     """The encoder-only model of a workdir whose task is one of `tasks`, replicated on this
-    host's devices or sharded over `mesh` (see `transformer_jax.inference.mesh`).
+    host's devices or sharded over `mesh` (see `transformer_jax.serving_mesh`).
 
     Raises:
       MeshError: `mesh` does not fit the devices or the model.
       CheckpointError: not such a workdir, or a file is missing or damaged (named).
     """
-    mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
-    workdir = Workdir.at(workdir).require()
-    config = workdir.read_config()
-    task, name = config.get("task"), config.model.get("name")
-    if name != "encoder_only" or task not in tasks:
-        raise CheckpointError(
-            f"{workdir.config_json}: the run is a {task!r} task with a {name!r} model; {what} "
-            f"needs an 'encoder_only' model trained for {list(tasks)} (a configs/bert_*.py run, "
-            f"or a BERT converted with `convert --from_hf`)."
-        )
-    tokenizer = loading.load_tokenizer(workdir, config)
-    model, steps = loading.load_model(workdir, config, tokenizer, step, mesh=mesh)
-    return EncoderRun(model, tokenizer, workdir, task, steps, mesh)
+    expect = Expect(
+        what,
+        tasks=tuple(tasks),
+        models=("encoder_only",),
+        needs=f"an 'encoder_only' model trained for {list(tasks)} (a configs/bert_*.py run, or "
+        f"a BERT converted with `convert --from_hf`).",
+    )
+    return load_run(workdir, step, mesh=mesh, expect=expect)
 
 
 def padded_length(longest: int, max_len: int) -> int:

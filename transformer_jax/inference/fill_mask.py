@@ -22,8 +22,9 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax.data.bert.inputs import MASK_TEXT, encode_masked, real_tokens, specials_of
-from transformer_jax.inference.encoder_inputs import EncoderRun, batch_inputs, load_encoder
-from transformer_jax.inference.mesh import MeshLike, on_mesh, under
+from transformer_jax.inference.encoder_inputs import batch_inputs, load_encoder
+from transformer_jax.runs.load import Run
+from transformer_jax.serving_mesh import MeshLike, on_mesh, under
 from transformer_jax.sharding import to_host
 from transformer_jax.tokens import FIRST_REGULAR_ID
 
@@ -53,7 +54,7 @@ top_k_program = _top_k  # What `transformer_jax.aot` compiles ahead of time.
 class MaskFiller:
     """The masked-LM head of a BERT workdir, guessing `[MASK]`s."""
 
-    def __init__(self, run: EncoderRun):
+    def __init__(self, run: Run):
         self.run = run
         self.max_len = run.model.cfg.max_len
         self._graphdef, self._params = nnx.split(run.model)

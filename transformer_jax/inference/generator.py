@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import warnings
 from collections.abc import Iterator, Sequence
 
@@ -34,14 +33,13 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from transformer_jax import sharding as shd
-from transformer_jax.inference import loading
-from transformer_jax.inference.loading import AnyTokenizer
-from transformer_jax.inference.mesh import MeshLike, serving_mesh
+from transformer_jax.inference.front_end import FromCheckpoint
 from transformer_jax.inference.search import greedy_pick, sample_loop, sampling_pick
 from transformer_jax.models.decoder_only import DecoderOnly
 from transformer_jax.nn import unstacked
+from transformer_jax.runs.load import Expect, Run
+from transformer_jax.runs.tokenizer import AnyTokenizer
 from transformer_jax.tokens import EOS_ID, PAD_ID
-from transformer_jax.workdir import LEGACY_TASK, CheckpointError, Workdir
 
 LENGTH_STEP = 16  # Prompt lengths are padded to a multiple of this: few compiled shapes.
 
@@ -125,7 +123,7 @@ def _one_step(graphdef, params, cache, token, key, t, temperature, top_k, top_p,
 
 
 # ---------------------------------------------------------------------------------- Generator
-class Generator:
+class Generator(FromCheckpoint):
     """Continues text prompts with a `DecoderOnly` model and its tokenizer.
 
     Without a mesh, batch rows are split over this host's devices; with one (e.g. the training
@@ -135,6 +133,14 @@ class Generator:
     Attributes:
       model, tokenizer: what generates; steps: the checkpoint steps loaded (if any).
     """
+
+    EXPECT = Expect(
+        "Generator",
+        tasks=("language_model",),
+        models=("decoder_only",),
+        needs="a 'decoder_only' language model (task 'language_model', a configs/gpt_*.py run). "
+        "For translation use Translator (`python -m transformer_jax translate`).",
+    )
 
     def __init__(
         self,
@@ -153,37 +159,8 @@ class Generator:
         self._mesh = Mesh(np.asarray(jax.local_devices()), ("data",)) if mesh is None else mesh
 
     @classmethod
-    def from_checkpoint(
-        cls,
-        workdir: str | os.PathLike,
-        step: int | None = None,
-        average_last: int = 0,
-        *,
-        mesh: MeshLike | None = None,
-    ) -> Generator:
-        """Loads a language-model workdir written by train.py (config, tokenizer, parameters).
-
-        With `mesh` (axis sizes such as `{"fsdp": 4, "tensor": 2}` or `"fsdp=4,tensor=2"`, or
-        a `Mesh`), each parameter is restored straight into its shard of that mesh.
-
-        Raises:
-          MeshError: `mesh` does not fit the devices or the model (a ValueError).
-          CheckpointError: the workdir or one of its files cannot be used, or it is not a
-            language model's; the message names the file and what to do.
-        """
-        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
-        workdir = Workdir.at(workdir).require()
-        config = workdir.read_config()
-        task, name = config.get("task", LEGACY_TASK), config.model.get("name")
-        if task != "language_model" or name != "decoder_only":
-            raise CheckpointError(
-                f"{workdir.config_json}: the run is a {task!r} task with a {name!r} model; "
-                f"Generator needs a 'decoder_only' language model (task 'language_model', a "
-                f"configs/gpt_*.py run). For translation use transformer_jax.translate."
-            )
-        tokenizer = loading.load_tokenizer(workdir, config)
-        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last, mesh=mesh)
-        return cls(model, tokenizer, steps=steps, mesh=mesh)
+    def from_run(cls, run: Run) -> Generator:
+        return cls(run.model, run.tokenizer, steps=run.steps, mesh=run.mesh)
 
     # ------------------------------------------------------------------------------ batches
     def _encode(self, prompts: Sequence[str], max_new_tokens: int) -> list[list[int]]:

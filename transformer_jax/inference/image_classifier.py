@@ -22,12 +22,13 @@ from flax import nnx
 
 from transformer_jax import storage
 from transformer_jax.data.images.folder import read_image
-from transformer_jax.inference import loading
 from transformer_jax.inference.classifier import Prediction, label_names
-from transformer_jax.inference.mesh import MeshLike, on_mesh, serving_mesh, under
+from transformer_jax.inference.front_end import FromCheckpoint
 from transformer_jax.inference.patch_attention import PatchAttention, patch_attention
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.load import Expect, Run
+from transformer_jax.serving_mesh import on_mesh, under
 from transformer_jax.sharding import to_host
-from transformer_jax.workdir import CheckpointError, Workdir
 
 ImageInput = np.ndarray | str | os.PathLike
 
@@ -62,8 +63,16 @@ def as_model_pixels(array: np.ndarray, what: str) -> np.ndarray:
     return array
 
 
-class ImageClassifier:
-    """A trained ViT with its label names."""
+class ImageClassifier(FromCheckpoint):
+    """A trained ViT with its label names. `from_checkpoint` serves a configs/vit_*.py run
+    (with `mesh`, batches are split over data and fsdp)."""
+
+    EXPECT = Expect(
+        "ImageClassifier",
+        tasks=("image_classify",),
+        models=("vit",),
+        needs="a 'vit' model trained for 'image_classify' (a configs/vit_*.py run).",
+    )
 
     def __init__(
         self,
@@ -89,35 +98,9 @@ class ImageClassifier:
         self._graphdef, self._params = nnx.split(model)
 
     @classmethod
-    def from_checkpoint(
-        cls,
-        workdir: str | os.PathLike,
-        step: int | None = None,
-        *,
-        average_last: int = 0,
-        mesh: MeshLike | None = None,
-    ) -> ImageClassifier:
-        """Loads a workdir of task 'image_classify' written by train.py; with `average_last`
-        the element-wise mean of the last that many checkpoints up to `step` (what
-        configs/vit_digits.py's final test scores: 20); with `mesh` (axis sizes such as
-        `{"fsdp": 4, "tensor": 2}`, or a `Mesh`) its parameters are restored straight into
-        their shards of that mesh and batches are split over data and fsdp.
-
-        Raises:
-          MeshError: `mesh` does not fit the devices or the model (a ValueError).
-          CheckpointError: not such a workdir, or a file is missing or damaged (named).
-        """
-        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
-        workdir = Workdir.at(workdir).require()
-        config = workdir.read_config()
-        task, name = config.get("task"), config.model.get("name")
-        if task != "image_classify" or name != "vit":
-            raise CheckpointError(
-                f"{workdir.config_json}: the run is a {task!r} task with a {name!r} model; "
-                f"ImageClassifier needs a 'vit' model trained for 'image_classify' (a "
-                f"configs/vit_*.py run)."
-            )
-        model, steps = loading.load_model(workdir, config, None, step, average_last, mesh=mesh)
+    def from_run(cls, run: Run) -> ImageClassifier:
+        """With the label names of the run's labels.json."""
+        workdir = run.workdir
         try:
             names = label_names(json.loads(workdir.labels_json.read_bytes())["label_names"])
         except (OSError, ValueError, KeyError, TypeError) as e:
@@ -125,7 +108,7 @@ class ImageClassifier:
                 f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
                 f"rerun train.py on the workdir (it writes labels.json before training)."
             ) from e
-        return cls(model, names, workdir, steps, mesh)
+        return cls(run.model, names, workdir, run.steps, run.mesh)
 
     # ------------------------------------------------------------------------------ inputs
     def prepare(self, images, *, resize: bool = False) -> np.ndarray:

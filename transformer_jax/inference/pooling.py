@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from transformer_jax import storage
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.layout import CheckpointError, Workdir
 
 POOLINGS = ("mean", "cls")
 DEFAULT_POOLING = "mean"  # sentence-transformers' choice for a checkpoint that names none.

@@ -7,7 +7,7 @@
 Inputs are sorted by length and decoded in batches whose source length is padded to a multiple
 of 16 tokens, so a whole file compiles a handful of programs; outputs come back in input order.
 The parameters are replicated on the local devices and each batch is split over them; with
-`mesh=` (e.g. `{"fsdp": 4, "tensor": 2}`, see `transformer_jax.inference.mesh`) each parameter
+`mesh=` (e.g. `{"fsdp": 4, "tensor": 2}`, see `transformer_jax.serving_mesh`) each parameter
 is restored straight into its shard of that mesh and batches are split over data and fsdp.
 
 Letters: B batch, S source length, T target length, N heads.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 import sys
 import warnings
 from collections.abc import Sequence
@@ -29,11 +28,11 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from transformer_jax import sharding as shd
-from transformer_jax.inference import loading
 from transformer_jax.inference.decoding import beam_search, greedy_decode
-from transformer_jax.inference.mesh import MeshLike, serving_mesh
+from transformer_jax.inference.front_end import FromCheckpoint
 from transformer_jax.models.encoder_decoder import EncoderDecoder
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs.layout import CheckpointError
+from transformer_jax.runs.load import Expect, Run
 
 LENGTH_STEP = 16  # Source lengths are padded to a multiple of this: few compiled shapes.
 ATTENTION_KINDS = ("encoder", "decoder_self", "decoder_cross")
@@ -90,7 +89,7 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-class Translator:
+class Translator(FromCheckpoint):
     """An `EncoderDecoder` with its tokenizer, ready to translate text.
 
     Build it with `Translator.from_checkpoint(workdir)`, or directly from a model and tokenizer.
@@ -108,6 +107,8 @@ class Translator:
       workdir: the run's directory (None when built from a model).
     """
 
+    EXPECT = Expect("Translator", models=("encoder_decoder",), needs="an 'encoder_decoder'.")
+
     def __init__(
         self, model: EncoderDecoder, tokenizer, *, steps=(), config=None, workdir=None, mesh=None
     ):
@@ -123,41 +124,15 @@ class Translator:
 
     # ------------------------------------------------------------------------------ loading
     @classmethod
-    def from_checkpoint(
-        cls,
-        workdir: str | os.PathLike,
-        step: int | None = None,
-        average_last: int = 0,
-        *,
-        mesh: MeshLike | None = None,
-    ) -> Translator:
-        """Loads a train.py workdir: config.json, tokenizer.model and a checkpoint's parameters.
-
-        Args:
-          workdir: the run's directory.
-          step: the checkpoint step to load; default the latest.
-          average_last: if > 1, the element-wise mean of the parameters of the last
-            `average_last` checkpoints up to `step` (§6.1 averages the last 5 for base models).
-          mesh: serve on this mesh, parameters restored already sharded: axis sizes
-            (`{"fsdp": 4, "tensor": 2}` or `"fsdp=4,tensor=2"`) or a `Mesh`. Default:
-            replicated on this host's devices.
-
-        Raises:
-          MeshError: `mesh` does not fit the devices or the model (a ValueError).
-          CheckpointError: the workdir, one of its files or the checkpoint cannot be used; the
-            message names the file and what to do.
-        """
-        mesh = serving_mesh(mesh)  # A bad mesh fails before anything is read.
-        workdir = Workdir.at(workdir).require()
-        config = workdir.read_config()
-        if config.model.name != "encoder_decoder":
-            raise CheckpointError(
-                f"{workdir.config_json}: the run trained a {config.model.name!r} model; "
-                f"Translator needs an 'encoder_decoder'."
-            )
-        tokenizer = loading.load_tokenizer(workdir, config)
-        model, steps = loading.load_model(workdir, config, tokenizer, step, average_last, mesh=mesh)
-        return cls(model, tokenizer, steps=steps, config=config, workdir=workdir, mesh=mesh)
+    def from_run(cls, run: Run) -> Translator:
+        return cls(
+            run.model,
+            run.tokenizer,
+            steps=run.steps,
+            config=run.config,
+            workdir=run.workdir,
+            mesh=run.mesh,
+        )
 
     # ------------------------------------------------------------------------------ encoding
     def _encode(self, texts: Sequence[str]) -> list[list[int] | None]:

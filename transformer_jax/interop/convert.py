@@ -22,7 +22,6 @@ from flax import nnx
 from transformer_jax import models, storage
 from transformer_jax.data import pretrained_tokenizer
 from transformer_jax.data.translation.config import default_data_config
-from transformer_jax.inference import loading
 from transformer_jax.inference.pooling import EmbeddingSettings
 from transformer_jax.interop import bert, gpt2, marian, sentence_transformers, vit
 from transformer_jax.interop import tokenizer as tokenizers
@@ -35,8 +34,11 @@ from transformer_jax.interop.files import (
 )
 from transformer_jax.interop.tensors import Source, fill_params, flat_params
 from transformer_jax.nn.positional import sinusoidal_encoding
-from transformer_jax.training.checkpointing import Checkpoints
-from transformer_jax.workdir import RunIdentity, Workdir, model_hash
+from transformer_jax.runs import reading
+from transformer_jax.runs.checkpoints import Checkpoints
+from transformer_jax.runs.identity import model_hash
+from transformer_jax.runs.layout import RunIdentity, Workdir
+from transformer_jax.runs.tokenizer import load_tokenizer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,14 +307,14 @@ def to_hf(workdir: str | os.PathLike, path: str | os.PathLike, step: int | None 
             f"{source.config_json}: a {name!r} model; to_hf exports {sorted(_EXPORTS)} "
             f"(GPT-2, BERT, ViT classes). Translation models export to CTranslate2."
         )
-    tokenizer = loading.load_tokenizer(source, config) if name != "vit" else None
-    cfg = loading.load_model_config(source, config, tokenizer)
+    tokenizer = load_tokenizer(source, config) if name != "vit" else None
+    cfg = reading.load_model_config(source, config, tokenizer)
     module = _EXPORTS[name]
     module.check_exportable(cfg, str(source.model_json))
     out = storage.as_path(path)
     if out.exists() and any(out.iterdir()):
         raise ConversionError(f"{out}: not empty. Export into a new folder (nothing was written).")
-    model, _ = loading.load_model(source, config, tokenizer, step)
+    model, _ = reading.load_model(source, config, tokenizer, step)
     flat = flat_params(nnx.state(model, nnx.Param))
     if name == "decoder_only":
         tensors = gpt2.params_to_hf(flat, cfg, _positions(cfg, flat))

@@ -41,13 +41,14 @@ from transformer_jax import storage
 from transformer_jax.data import pretrained_tokenizer as pretrained
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
-from transformer_jax.inference import loading
 from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tensors import flat_params
 from transformer_jax.models.fields import SINUSOIDAL
 from transformer_jax.nn.positional import sinusoidal_encoding
 from transformer_jax.nn.stacked import to_layout
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs import reading
+from transformer_jax.runs import tokenizer as run_tokenizer
+from transformer_jax.runs.layout import Workdir
 
 INSTALL = 'pip install "transformer_jax[ctranslate2]"'
 # CTranslate2's weight types (`Converter.convert(quantization=...)`); None keeps float32.
@@ -320,8 +321,8 @@ def to_ctranslate2(
             f"translation workdirs (task 'translation', model 'encoder_decoder'). GPT, BERT "
             f"and ViT workdirs export with to_hf (--to_hf)."
         )
-    tokenizer = loading.load_tokenizer(source, config)
-    cfg = loading.load_model_config(source, config, tokenizer)
+    tokenizer = run_tokenizer.load_tokenizer(source, config)
+    cfg = reading.load_model_config(source, config, tokenizer)
     where = str(source.model_json)
     check_exportable(cfg, where)
     pieces = vocabulary(tokenizer, cfg.vocab_size, where)
@@ -331,7 +332,7 @@ def to_ctranslate2(
             f"{where}: the tokenizer lacks a special token CTranslate2 needs: {ids}."
         )
     tokens = special_tokens(pieces, **ids)
-    model, steps = loading.load_model(source, config, tokenizer, step, average_last)
+    model, steps = reading.load_model(source, config, tokenizer, step, average_last)
     spec = model_spec(model, pieces, tokens, where)
     kind = _tokenizer_kind(tokenizer)
     meta = dict(workdir=str(source.path), steps=list(steps), max_len=cfg.max_len,

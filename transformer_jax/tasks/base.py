@@ -22,8 +22,8 @@ from flax import nnx
 from jax.sharding import Mesh
 
 from transformer_jax import storage
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks.split_scores import split_sums
-from transformer_jax.workdir import Workdir
 
 SPLITS = ("train", "eval", "test")  # "test" batches have the shape of "eval" batches.
 

@@ -29,6 +29,7 @@ from transformer_jax.data.bert.inputs import real_tokens
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference import fill_mask
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import losses, pretrained
 from transformer_jax.tasks.base import (
     ScoreOptions,
@@ -40,7 +41,6 @@ from transformer_jax.tasks.base import (
 from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.tokens import FIRST_REGULAR_ID
-from transformer_jax.workdir import Workdir
 
 
 def pretrain_loss(

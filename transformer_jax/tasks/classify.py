@@ -23,13 +23,13 @@ from transformer_jax.data.classify import config as classify_config
 from transformer_jax.data.classify import numbers_pair, pipeline, stdlib_packages
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference import classifier
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import classify_baselines
 from transformer_jax.tasks.base import check_positions
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
 from transformer_jax.tasks.pretrained import add_init_from, check_init_from
 from transformer_jax.tasks.shared_fields import check_shared_fields
-from transformer_jax.workdir import Workdir
 
 ANALYZERS = ("char", "word")
 TSV_LABELS_STAND_IN = 2  # A TSV file's label set is only known from the file.

@@ -26,6 +26,7 @@ from flax import nnx
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import digits, folder, idx, pipeline, tfds_source
 from transformer_jax.inference import image_classifier
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import image_baselines, pretrained
 from transformer_jax.tasks.label_sums import label_sums
 from transformer_jax.tasks.label_task import NO_SKLEARN, LabelTask
@@ -34,7 +35,6 @@ from transformer_jax.tasks.shared_fields import (
     check_number,
     check_shared_fields,
 )
-from transformer_jax.workdir import Workdir
 
 IMAGE_FIELDS = ("num_classes", "image_height", "image_width", "channels")  # The model's.
 # What makes images fit a pretrained model (config.init_from); one text for the height and the

@@ -36,6 +36,7 @@ from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
 from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference.generator import Generator, generate_program
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import losses, pretrained, text_baselines
 from transformer_jax.tasks.base import (
     ScoreOptions,
@@ -51,7 +52,6 @@ from transformer_jax.tasks.shared_fields import (
     check_shared_fields,
 )
 from transformer_jax.tasks.split_scores import split_sums
-from transformer_jax.workdir import Workdir
 
 SAMPLING_NUMBERS = {  # How the samples at each evaluation are drawn.
     "sample_temperature": Range(0.0, True, math.inf, False, "0 = greedy"),

@@ -19,9 +19,9 @@ from ml_collections.config_dict import placeholder
 from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
-from transformer_jax.inference import loading
-from transformer_jax.inference.loading import AnyTokenizer
-from transformer_jax.workdir import CheckpointError, Workdir
+from transformer_jax.runs import reading
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.tokenizer import AnyTokenizer, load_tokenizer
 
 # How a run keeps its tokenizer (its config's `data.tokenizer`): nothing for bytes, a
 # converted checkpoint's `tokenizer/` folder, or a SentencePiece tokenizer.model.
@@ -79,9 +79,9 @@ def read_pretrained(init_from: str, task: str) -> PretrainedRun:
     workdir = pretrained_workdir(init_from, task)
     config = workdir.read_config()
     # model.json describes the model whole; only a 0.1 workdir needs its tokenizer for that.
-    tokenizer = None if workdir.model_json.is_file() else loading.load_tokenizer(workdir, config)
+    tokenizer = None if workdir.model_json.is_file() else load_tokenizer(workdir, config)
     return PretrainedRun(
-        workdir, config, loading.load_model_config(workdir, config, tokenizer), tokenizer
+        workdir, config, reading.load_model_config(workdir, config, tokenizer), tokenizer
     )
 
 
@@ -176,7 +176,7 @@ def pretrained_tokenizer(
             f"spm_model_path: the pretrained embeddings only fit the pretrained tokenizer."
         )
     try:
-        tokenizer = pretrained.tokenizer or loading.load_tokenizer(source, pretrained.config)
+        tokenizer = pretrained.tokenizer or load_tokenizer(source, pretrained.config)
     except CheckpointError:
         if kept is None:
             raise

@@ -29,6 +29,7 @@ from transformer_jax.data.translation.config import check_text_split_fields, wit
 from transformer_jax.inference import decoding
 from transformer_jax.inference.scoring import corpus_scores
 from transformer_jax.inference.translator import Translator
+from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import losses, pretrained
 from transformer_jax.tasks.base import (
     ScoreOptions,
@@ -42,7 +43,6 @@ from transformer_jax.tasks.shared_fields import (
     check_number,
     check_shared_fields,
 )
-from transformer_jax.workdir import Workdir
 
 PACKING_KEYS = ("src_segment_ids", "tgt_segment_ids", "src_positions", "tgt_positions")
 

@@ -25,8 +25,8 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import models
-from transformer_jax.inference import loading
 from transformer_jax.nn.stacked import stacked_layout, to_layout
+from transformer_jax.runs import reading
 from transformer_jax.tasks.pretrained import read_pretrained
 from transformer_jax.training.state import TrainState
 
@@ -36,7 +36,7 @@ FREE_FIELDS = ("dropout_rate", "attention_dropout_rate", "dtype", *models.EXECUT
 
 
 def _path(path) -> str:
-    return "/".join(loading.key_name(k) for k in path)
+    return "/".join(reading.key_name(k) for k in path)
 
 
 def _flag(value: Any) -> str:
@@ -126,7 +126,7 @@ def init_from_workdir(
     Raises:
       CheckpointError: the workdir or its files cannot be used (named); also
         `ForeignCheckpointError` when its checkpoint is another run's than its run.json names,
-        or another model's than its config.json describes (see `transformer_jax.workdir`).
+        or another model's than its config.json describes (see `transformer_jax.runs.layout`).
       ValueError: the model fields, parameter shapes or vocabulary differ (named).
     """
     fresh = tuple(task.fresh_params) + tuple(also_fresh)
@@ -148,7 +148,7 @@ def init_from_workdir(
         free=tuple(task.fresh_fields),
         hints=task.init_from_hints,
     )
-    model, steps = loading.load_model(workdir, config, tokenizer)
+    model, steps = reading.load_model(workdir, config, tokenizer)
     pretrained = nnx.state(model)
     stacked = stacked_layout(state.params)  # the pretrained run may have scanned otherwise
     if stacked is not None:

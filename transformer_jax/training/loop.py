@@ -17,28 +17,23 @@ import numpy as np
 from flax import nnx
 
 from transformer_jax import models, tasks
-from transformer_jax.inference import loading
+from transformer_jax.runs import reading
+from transformer_jax.runs.checkpoints import Checkpoints, all_data_states, local_data_state
+from transformer_jax.runs.identity import keep_identity, run_identity
+from transformer_jax.runs.layout import RunIdentity, Workdir
+from transformer_jax.runs.lock import lock_workdir
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks.pretrained import init_fresh_names
-from transformer_jax.training.checkpointing import (
-    Checkpoints,
-    all_data_states,
-    check_or_write_config,
-    keep_identity,
-    local_data_state,
-    run_identity,
-)
+from transformer_jax.training.config_guard import check_or_write_config
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
 from transformer_jax.training.nonfinite import NonFiniteCounter
 from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.preemption import Preemption
 from transformer_jax.training.profiling import Profiler, Utilisation
-from transformer_jax.training.run_lock import WorkdirBusyError, WorkdirLock
 from transformer_jax.training.state import abstract_with_shardings, create_train_state
 from transformer_jax.training.step import compile_steps, global_batch
 from transformer_jax.training.validation import validate_train_config
-from transformer_jax.workdir import RunIdentity, Workdir
 
 
 def _evaluate(eval_fn, params, batches, mesh, task: tasks.Task) -> dict:
@@ -70,31 +65,6 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
             return _train(config, workdir, task_cls, preempt)
     finally:
         preempt.restore_handler()
-
-
-@contextlib.contextmanager
-def lock_workdir(workdir: Workdir):
-    """Holds the workdir's lock for the `with` block (in a multi-process run process 0 takes
-    it, and every process learns whether it could)."""
-    lock = WorkdirLock(workdir)
-    error = None
-    if jax.process_index() == 0:
-        try:
-            lock.acquire()
-        except (WorkdirBusyError, OSError) as e:
-            error = e
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        ok = multihost_utils.broadcast_one_to_all(np.int32(error is None))
-        if ok == 0 and error is None:
-            error = WorkdirBusyError(f"process 0 could not lock {workdir}: see its log.")
-    if error is not None:
-        raise error
-    try:
-        yield
-    finally:
-        lock.release()
 
 
 def _train(config, workdir: Workdir, task_cls, preempt: Preemption) -> dict:
@@ -274,11 +244,11 @@ def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
         return state.params, step, f"the last step, {step} (config.test_checkpoint='last')"
     shardings = jax.tree.map(lambda x: x.sharding, abstract.params)
     if config.get("test_checkpoint") == "average":
-        steps = loading.select_steps(ckpt.workdir, step, config.test_average_last)
-        trees = [loading.restore_params(ckpt.workdir, s, abstract.params, shardings) for s in steps]
+        steps = reading.select_steps(ckpt.workdir, step, config.test_average_last)
+        trees = [reading.restore_params(ckpt.workdir, s, abstract.params, shardings) for s in steps]
         listed = ", ".join(map(str, steps))
         which = f"the mean of the last {len(steps)} checkpoints (steps {listed})"
-        return loading.average_params(trees), step, which
+        return reading.average_params(trees), step, which
     saved = ckpt.best_saved()
     if saved is None:
         return state.params, step, f"the last step, {step} (no validation {task.best_metric})"
@@ -286,5 +256,5 @@ def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
     which = f"step {best_step}, the best by validation {task.best_metric} ({value:.4g})"
     if best_step == step:
         return state.params, step, which
-    params = loading.restore_params(ckpt.workdir, best_step, abstract.params, shardings, best=True)
+    params = reading.restore_params(ckpt.workdir, best_step, abstract.params, shardings, best=True)
     return params, best_step, f"{which}; the last step is {step}"

@@ -10,7 +10,7 @@ import sys
 import time
 
 from transformer_jax import storage
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs.layout import Workdir
 
 
 def format_duration(seconds: float) -> str:

@@ -29,9 +29,9 @@ from transformer_jax import storage
 from transformer_jax.aot.flops import custom_call_flops
 from transformer_jax.aot.hlo import matmul_loops
 from transformer_jax.aot.targets import CHIPS
-from transformer_jax.training.run_lock import WorkdirNotWritableError
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.runs.lock import WorkdirNotWritableError
 from transformer_jax.training.validation import profile_window
-from transformer_jax.workdir import Workdir
 
 ACCELERATORS = ("tpu", "gpu", "cuda", "rocm")  # The platforms whose chips the table may know.
 # `jax.Device.device_kind` -> the chip in `CHIPS` (PCIe and NVL GPUs have lower peaks: unknown).

@@ -37,8 +37,9 @@ from transformer_jax.data.labelled_batches import (
     shuffled_epoch,
 )
 from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.runs.layout import Workdir
+from transformer_jax.runs.tokenizer import kept_copy
 from transformer_jax.tokens import BERT_SYMBOLS
-from transformer_jax.workdir import Workdir
 
 
 def load_dataset(cfg: ml_collections.ConfigDict, cache_dir=None) -> LabelledSplits:
@@ -74,7 +75,7 @@ def load_classify_tokenizer(
     workdir = as_workdir(workdir)
     if init_from and converted.in_workdir(init_from):  # A converted checkpoint's tokenizer.
         return _converted_tokenizer(cfg, workdir, init_from)
-    if workdir.tokenizer_model.exists() and (init_from or cfg.spm_model_path is not None):
+    if workdir.tokenizer_model.exists() and init_from:
         tokenizer = Tokenizer.load(workdir.tokenizer_model)  # copied at the run's start
     elif init_from:
         source = Workdir.at(init_from).tokenizer_model
@@ -92,8 +93,8 @@ def load_classify_tokenizer(
                 f"pretrained embeddings only fit the pretrained tokenizer."
             )
         tokenizer = Tokenizer.load(source)
-    elif cfg.spm_model_path is not None:
-        tokenizer = Tokenizer.load(cfg.spm_model_path)
+    elif cfg.spm_model_path is not None:  # Refused on resume if the file has changed.
+        tokenizer = kept_copy(cfg.spm_model_path, workdir.tokenizer_model)
     else:
         texts = [t for ex in dataset.splits["train"] for t in (ex.text_a, ex.text_b) if t]
 

@@ -26,7 +26,8 @@ from transformer_jax.data.lm import config as config_lib
 from transformer_jax.data.lm import rows as rows_lib
 from transformer_jax.data.lm.sources import read_documents, source_fingerprint
 from transformer_jax.data.pretrained_tokenizer import PretrainedTokenizer
-from transformer_jax.data.tokenizer import Tokenizer, kept_copy, load_or_train, train_tokenizer
+from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
+from transformer_jax.runs.tokenizer import kept_copy
 
 # The project's tokenizers, and a converted GPT-2's (which `config.init_from` brings).
 AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer

@@ -5,7 +5,7 @@
     state = train_iter.get_state()                                 # JSON, for Orbax JsonSave
     eval_batches = make_eval_batches(cfg, tokenizer, "eval")       # fixed shapes, all hosts alike
 
-Files in the workdir (paths from `transformer_jax.workdir`): tokenizer.model (+ tokenizer.json,
+Files in the workdir (paths from `transformer_jax.runs.layout`): tokenizer.model (+ tokenizer.json,
 its settings) and cache/ (generated embedded text, tokenized splits as .npy). `workdir` may be
 a `Workdir`, a local path or a gs:// URI.
 """
@@ -20,10 +20,11 @@ import numpy as np
 
 from transformer_jax.data import pretrained_tokenizer as converted
 from transformer_jax.data.hosts import WorkdirLike, as_workdir, resolve_processes
-from transformer_jax.data.tokenizer import Tokenizer, kept_copy, load_or_train, train_tokenizer
+from transformer_jax.data.tokenizer import Tokenizer, load_or_train, train_tokenizer
 from transformer_jax.data.translation import batching, planning, sources, tokenized
 from transformer_jax.data.translation import config as config_lib
 from transformer_jax.data.translation.iterator import TrainIterator
+from transformer_jax.runs.tokenizer import kept_copy
 
 _TOKENIZER_SEED = 0  # Which training sentences the tokenizer sees (independent of shuffle_seed).
 

@@ -16,6 +16,7 @@ with the path and the reason, rather than at the first checkpoint an hour later.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -24,8 +25,11 @@ import threading
 import time
 import uuid
 
+import jax
+import numpy as np
+
 from transformer_jax import storage
-from transformer_jax.workdir import Workdir
+from transformer_jax.runs.layout import Workdir
 
 LOCK_NAME = "run.lock"
 
@@ -207,3 +211,28 @@ class WorkdirLock:
                 self._write_lease()
             except OSError:
                 pass  # A missed heartbeat: the next one may succeed.
+
+
+@contextlib.contextmanager
+def lock_workdir(workdir: Workdir):
+    """Holds the workdir's lock for the `with` block (in a multi-process run process 0 takes
+    it, and every process learns whether it could)."""
+    lock = WorkdirLock(workdir)
+    error = None
+    if jax.process_index() == 0:
+        try:
+            lock.acquire()
+        except (WorkdirBusyError, OSError) as e:
+            error = e
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        ok = multihost_utils.broadcast_one_to_all(np.int32(error is None))
+        if ok == 0 and error is None:
+            error = WorkdirBusyError(f"process 0 could not lock {workdir}: see its log.")
+    if error is not None:
+        raise error
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,10 +1,11 @@
-"""Read a training workdir for inference: its model config, tokenizer and (averaged) parameters.
+"""Reading a run's checkpoints: its model config, the saved steps, and their (averaged)
+parameters, each restored straight into its shard.
 
-The layout is `transformer_jax.workdir`'s: model.json gives the model (name and fields; for a
-0.1 workdir without it, config.json and tokenizer.model do), tokenizer.model the vocabulary,
-and only the `params` of the `state` item of `checkpoints/<step>/` are read, once its `meta`
-item's run id and model hash agree with run.json and config.json (`Workdir.check_checkpoint`
-refuses a checkpoint of another run or model). Nothing here imports the training code.
+The layout is `transformer_jax.runs.layout`'s: model.json gives the model (name and fields; for a
+0.1 workdir without it, config.json and tokenizer.model do), and only the `params` of the
+`state` item of `checkpoints/<step>/` are read, once its `meta` item's run id and model hash
+agree with run.json and config.json (`runs.identity.check_checkpoint` refuses a checkpoint of
+another run or model). Nothing here imports the training code.
 
 Every problem a user can meet (a wrong path, a missing or damaged file, a step that is not
 there, a checkpoint whose shapes do not match config.json) raises `CheckpointError`, whose
@@ -26,16 +27,11 @@ from jax.sharding import NamedSharding
 
 from transformer_jax import models
 from transformer_jax import sharding as shd
-from transformer_jax.data import pretrained_tokenizer as pretrained
-from transformer_jax.data.byte_tokenizer import ByteTokenizer
-from transformer_jax.data.pretrained_tokenizer import MarianTokenizer, PretrainedTokenizer
-from transformer_jax.data.tokenizer import Tokenizer
-from transformer_jax.inference.mesh import MeshLike, check_fits, serving_mesh
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
-from transformer_jax.workdir import CheckpointError, Workdir
-
-# They share encode/decode/vocab_size/special ids; the last two are converted checkpoints'.
-AnyTokenizer = Tokenizer | ByteTokenizer | PretrainedTokenizer | MarianTokenizer
+from transformer_jax.runs.identity import check_checkpoint
+from transformer_jax.runs.layout import CheckpointError, Workdir
+from transformer_jax.runs.tokenizer import AnyTokenizer
+from transformer_jax.serving_mesh import MeshLike, check_fits, serving_mesh
 
 
 def _brief(error: Exception) -> str:
@@ -60,37 +56,7 @@ def _flat_shapes(tree) -> dict[str, tuple[tuple[int, ...], str]]:
     }
 
 
-# ---------------------------------------------------------------------------- workdir files
-def load_tokenizer(workdir: Workdir, config: ml_collections.ConfigDict) -> AnyTokenizer:
-    """The tokenizer of the run: bytes (`data.tokenizer="byte"`), a converted checkpoint's
-    (`workdir/tokenizer/`, see `transformer_jax.interop`; also in runs fine-tuned from one), else
-    `workdir/tokenizer.model`, else `data.spm_model_path`."""
-    kind = config.get("data", {}).get("tokenizer")
-    if kind == "byte":
-        return ByteTokenizer()
-    if kind == "pretrained" or pretrained.in_workdir(workdir.path):
-        try:
-            return pretrained.load(workdir.path / pretrained.WORKDIR_FOLDER)
-        except ValueError as e:
-            raise CheckpointError(f"{e} (the tokenizer of {workdir}).") from e
-    path = workdir.tokenizer_model
-    external = config.get("data", {}).get("spm_model_path")
-    if not path.is_file() and external:
-        path = epath.Path(external)
-    if not path.is_file():
-        raise CheckpointError(
-            f"{path}: tokenizer.model is missing. Copy the SentencePiece model the run was "
-            f"trained with into the workdir (train.py writes it there)."
-        )
-    try:
-        return Tokenizer(path.read_bytes(), origin=str(path))
-    except (OSError, RuntimeError, ValueError, TypeError) as e:
-        raise CheckpointError(
-            f"{path}: tokenizer.model is not a usable SentencePiece model ({e}). Copy the "
-            f"tokenizer.model the run was trained with back into the workdir."
-        ) from e
-
-
+# ---------------------------------------------------------------------------- model config
 def load_model_config(
     workdir: Workdir,
     config: ml_collections.ConfigDict,
@@ -244,7 +210,7 @@ def restore_params(
     )
     try:
         target = {"params": _saved_layout(state_dir, handler, wanted)}
-        workdir.check_checkpoint(state_dir.parent)  # After the shapes: their error says more.
+        check_checkpoint(workdir, state_dir.parent)  # After the shapes: their error says more.
         try:
             restored = handler.restore(
                 state_dir,
@@ -290,7 +256,7 @@ def load_model(
     straight into its shard of that mesh (as training shards it, by logical axes).
 
     Raises:
-      MeshError: `mesh` does not fit the devices or the model (see `inference.mesh`).
+      MeshError: `mesh` does not fit the devices or the model (see `transformer_jax.serving_mesh`).
       CheckpointError: a file of the workdir cannot be used.
 
     Returns:

@@ -1,6 +1,6 @@
-"""Orbax checkpoints of the whole run and the workdir's config guard.
+"""Writing and restoring a training run's Orbax checkpoints: train state, data state, meta.
 
-Where things live in a workdir is `transformer_jax.workdir`'s business; this module writes the
+Where things live in a workdir is `transformer_jax.runs.layout`'s business; this module writes the
 `checkpoints/` (the latest k saves, for resumption) and `best/` (the best save by the task's
 validation metric: a separate manager, so "keep the best" never deletes the newest save).
 
@@ -11,7 +11,7 @@ warning naming it, and the run resumes from the newest one that restores; unfini
 that fails (a full disk) raises `CheckpointError` naming the step, while the earlier checkpoints
 stay as they were: Orbax writes a save into a temporary directory and commits it by a rename.
 
-A checkpoint of another run or model (see `transformer_jax.workdir`'s identity) is not damage:
+A checkpoint of another run or model (see `transformer_jax.runs.identity`) is not damage:
 restoring it raises `ForeignCheckpointError` and moves nothing.
 """
 
@@ -24,125 +24,18 @@ import time
 from typing import Any
 
 import jax
-import ml_collections
 import numpy as np
 import orbax.checkpoint as ocp
 from orbax.checkpoint import path as ocp_path
 
-from transformer_jax import models
 from transformer_jax.nn.stacked import relayout, stacked_layout, to_layout
-from transformer_jax.training.optimizer import layout as optimizer_layout
-from transformer_jax.workdir import (
+from transformer_jax.runs.identity import check_checkpoint
+from transformer_jax.runs.layout import (
     CheckpointError,
     ForeignCheckpointError,
     RunIdentity,
     Workdir,
-    migrate,
-    model_hash,
 )
-
-
-def config_conflicts(saved: dict, new: dict, data_fields: tuple[str, ...] = ()) -> list[str]:
-    """Lines `field: saved -> new` for every model-defining field that differs.
-
-    `data_fields` are the `config.data` fields that fix the parameters' shapes or the meaning
-    of token ids (the task's `model_defining_data_fields`).
-
-    Model sections are compared with omitted fields at their defaults, so a workdir written
-    before a field existed still resumes when the new config keeps that default. How the model
-    runs (`models.EXECUTION_FIELDS`: attention kernel, layer scan, remat) may change.
-    """
-    saved, new = migrate(saved), migrate(new)
-    diffs = []
-    if saved.get("task") != new.get("task"):
-        diffs.append(f"task: {saved.get('task')!r} -> {new.get('task')!r}")
-    a_model, b_model = saved.get("model", {}), new.get("model", {})
-    if a_model.get("name") != b_model.get("name"):
-        return diffs + [f"model.name: {a_model.get('name')!r} -> {b_model.get('name')!r}"]
-    a_model, b_model = models.canonical_fields(a_model), models.canonical_fields(b_model)
-    for key in sorted((set(a_model) | set(b_model)) - set(models.EXECUTION_FIELDS)):
-        a, b = a_model.get(key), b_model.get(key)
-        if a != b:
-            diffs.append(f"model.{key}: {a!r} -> {b!r}")
-    for key in data_fields:
-        a, b = saved.get("data", {}).get(key), new.get("data", {}).get(key)
-        if a != b:
-            diffs.append(f"data.{key}: {a!r} -> {b!r}")
-    return diffs
-
-
-def check_or_write_config(
-    workdir: Workdir, config: ml_collections.ConfigDict, data_fields: tuple[str, ...] = ()
-) -> None:
-    """Write `config.json`, or refuse a config that conflicts with the one already there."""
-    new = json.loads(config.to_json_best_effort())
-    if workdir.config_json.exists():
-        saved = workdir.read_config().to_dict()  # A broken config.json: an error naming it.
-        diffs = config_conflicts(saved, new, data_fields)
-        before, after = optimizer_layout(saved), optimizer_layout(new)
-        diffs += [
-            f"{key}: {before[key]} -> {after[key]} (the saved optimizer state has another layout)"
-            for key in before
-            if before[key] != after[key]
-        ]
-        if diffs:
-            raise ValueError(
-                f"{workdir} holds a run whose model, vocabulary or optimizer differs from this "
-                f"config:\n  "
-                + "\n  ".join(diffs)
-                + "\nUse a new --workdir, or the same settings to resume the run."
-            )
-    if jax.process_index() == 0:
-        workdir.path.mkdir(parents=True, exist_ok=True)
-        workdir.write_config(config)
-
-
-def run_identity(workdir: Workdir, config: ml_collections.ConfigDict) -> RunIdentity:
-    """This run's identity, the same on every process.
-
-    run.json's, or for a workdir without one (a new run, or one trained before identities
-    existed) a new run id: `keep_identity` writes it once the checkpoints have restored, so a
-    refused checkpoint leaves the workdir as it was. Process 0 reads run.json and every process
-    takes its answer.
-
-    Raises:
-      CheckpointError: run.json cannot be read, or records another model than `config`'s
-        (`check_or_write_config` refuses a config that changes the model, so config.json
-        itself was replaced by another run's).
-    """
-    want = model_hash(config)
-    stored, error = None, None
-    if jax.process_index() == 0:
-        try:
-            stored = workdir.read_identity()
-            if stored is not None and stored.model_hash != want:
-                raise CheckpointError(
-                    f"{workdir.run_json}: this run trains the model of hash "
-                    f"{stored.model_hash}, but config.json and this config describe the model "
-                    f"of hash {want}: config.json was replaced by another run's. Put back this "
-                    f"run's config.json and train with its settings, or use a new --workdir."
-                )
-        except CheckpointError as e:
-            error = e
-    identity = RunIdentity(stored.run_id, want) if stored else RunIdentity.new(want)
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        mine = [error is None, *bytes.fromhex(identity.run_id)]
-        shared = multihost_utils.broadcast_one_to_all(np.asarray(mine, np.int32))
-        if not shared[0] and error is None:
-            error = CheckpointError(f"process 0 could not use {workdir.run_json}: see its log.")
-        identity = RunIdentity(bytes(int(x) for x in shared[1:]).hex(), want)
-    if error is not None:
-        raise error
-    return identity
-
-
-def keep_identity(workdir: Workdir, identity: RunIdentity) -> None:
-    """Writes run.json if the workdir has none yet (process 0; see `run_identity`)."""
-    if jax.process_index() == 0 and not workdir.run_json.exists():
-        workdir.write_identity(identity)
-
 
 _UNREAD = object()
 
@@ -254,7 +147,7 @@ class Checkpoints:
         """
         step = self.latest.latest_step() if step is None else step
         if self.identity is not None:
-            self.workdir.check_checkpoint(self.workdir.checkpoints / str(step), self.identity)
+            check_checkpoint(self.workdir, self.workdir.checkpoints / str(step), self.identity)
         # A run may switch `scan_layers` when it resumes: restore the layout that was saved.
         handler = ocp.PyTreeCheckpointHandler()
         try:
