@@ -24,6 +24,7 @@ import pytest
 
 from configs import default
 from transformer_jax.training import loop as train_lib
+from transformer_jax.training import programs as programs_lib
 
 MAX_IN_FLIGHT = 2  # the step just dispatched and the one before it
 
@@ -49,7 +50,7 @@ def test_default_shapes_train_eval_checkpoint_on_8_devices(tmp_path, monkeypatch
     c.decode_batch_size = 16
     c.test_sentences = 0
 
-    compile_steps = train_lib.compile_steps
+    compile_steps = programs_lib.compile_steps
     block_until_ready = jax.block_until_ready
     in_flight_seen, waited = [], set()
 
@@ -80,7 +81,7 @@ def test_default_shapes_train_eval_checkpoint_on_8_devices(tmp_path, monkeypatch
 
         return watched_train_fn, eval_fn
 
-    monkeypatch.setattr(train_lib, "compile_steps", watched_compile_steps)
+    monkeypatch.setattr(programs_lib, "compile_steps", watched_compile_steps)
     monkeypatch.setattr(train_lib.jax, "block_until_ready", watched_block_until_ready)
 
     result = train_lib.train_and_evaluate(c, str(tmp_path))

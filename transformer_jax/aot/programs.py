@@ -21,9 +21,7 @@ from jax.sharding import Mesh
 from transformer_jax import models
 from transformer_jax import sharding as shd
 from transformer_jax.nn.attention import resolve_kernel
-from transformer_jax.training.optimizer import optimizer_from_config
-from transformer_jax.training.state import abstract_train_state
-from transformer_jax.training.step import compile_steps
+from transformer_jax.training.programs import build_programs
 from transformer_jax.training.validation import check_batch_split, validate_train_config
 
 
@@ -106,17 +104,8 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
             f"{e} Compiling ahead of time needs both: define them on the task class."
         ) from None
     model_cfg = models.build_config(config.model, data_values)
-    tx, _ = optimizer_from_config(config, model_cfg.d_model, task_cls.fresh_params)
-    graphdef, state, shardings = abstract_train_state(model_cfg, tx, mesh)
-    train_fn, eval_fn = compile_steps(
-        graphdef,
-        tx,
-        shardings,
-        mesh,
-        loss_fn=task.loss_fn,
-        normalizer=task.normalizer,
-        grad_accum_steps=config.grad_accum_steps,
-    )
+    built, state = build_programs(config, model_cfg, task, mesh, abstract=True)
+    graphdef, train_fn, eval_fn = built.graphdef, built.train_fn, built.eval_fn
     _check_rows(train_batch, mesh, "train")
     rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=shd.replicated(mesh))
 

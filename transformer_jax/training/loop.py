@@ -10,38 +10,36 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 
 import jax
 import ml_collections
-import numpy as np
 from flax import nnx
 
-from transformer_jax import models, tasks
+from transformer_jax import models
 from transformer_jax.runs import reading
-from transformer_jax.runs.checkpoints import Checkpoints, all_data_states, local_data_state
+from transformer_jax.runs.checkpoints import Checkpoints, local_data_state
 from transformer_jax.runs.identity import keep_identity, run_identity
 from transformer_jax.runs.layout import RunIdentity, Workdir
 from transformer_jax.runs.lock import lock_workdir
 from transformer_jax.sharding import make_mesh
 from transformer_jax.tasks.pretrained import init_fresh_names
+from transformer_jax.training.actions import (
+    Checkpoint,
+    Evaluation,
+    NonFiniteGuard,
+    TrainLog,
+    preemption_check,
+)
 from transformer_jax.training.config_guard import check_or_write_config
+from transformer_jax.training.hooks import Hooks, StepEnd
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
-from transformer_jax.training.nonfinite import NonFiniteCounter
-from transformer_jax.training.optimizer import optimizer_from_config
 from transformer_jax.training.preemption import Preemption
 from transformer_jax.training.profiling import Profiler, Utilisation
-from transformer_jax.training.state import abstract_with_shardings, create_train_state
-from transformer_jax.training.step import compile_steps, global_batch
+from transformer_jax.training.programs import build_programs
+from transformer_jax.training.step import global_batch
 from transformer_jax.training.validation import validate_train_config
-
-
-def _evaluate(eval_fn, params, batches, mesh, task: tasks.Task) -> dict:
-    sums = None
-    for batch in batches:
-        out = eval_fn(params, global_batch(batch, mesh))
-        sums = out if sums is None else jax.tree.map(np.add, sums, out)
-    return task.summarize(jax.device_get(sums)) if sums is not None else {}
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -98,17 +96,8 @@ def _run(
     model_cfg = models.build_config(config.model, task.data_values())
     if jax.process_index() == 0:
         workdir.write_model(config.model.name, model_cfg)
-    tx, schedule = optimizer_from_config(config, model_cfg.d_model, task.fresh_params)
-    graphdef, state, shardings = create_train_state(model_cfg, tx, mesh, config.seed)
-    train_fn, eval_fn = compile_steps(
-        graphdef,
-        tx,
-        shardings,
-        mesh,
-        loss_fn=task.loss_fn,
-        normalizer=task.normalizer,
-        grad_accum_steps=config.grad_accum_steps,
-    )
+    programs, state = build_programs(config, model_cfg, task, mesh)
+    graphdef, train_fn = programs.graphdef, programs.train_fn
     log.message(
         f"model: {config.model.name}, {sum(x.size for x in jax.tree.leaves(state.params)):,} "
         f"parameters, task {task.name}, mesh {dict(mesh.shape)}, {jax.device_count()} devices"
@@ -122,7 +111,7 @@ def _run(
         best_metric=task.best_metric,
         best_mode=task.best_mode,
     )
-    abstract = abstract_with_shardings(jax.eval_shape(lambda s: s, state), shardings)
+    abstract = programs.abstract_state
     restored = ckpt.restore_intact(abstract)
     keep_identity(workdir, identity)  # A new run (or one older than identities): run.json.
     if restored is not None:
@@ -137,80 +126,41 @@ def _run(
     # ------------------------------------------------------------------- the loop
     rng = jax.random.key(config.seed + 1)  # dropout; train_step folds in the step number
     step = int(state.step)
-    window, window_start, last = [], time.time(), {}
-    normalizer = task.normalizer
-    previous = None  # the previous step's metrics: see the wait below
-    nonfinite = NonFiniteCounter(config.max_nonfinite_steps)
-    meta = {"seed": config.seed}
     utilisation = Utilisation.for_run(config, log.message)  # mfu on TPUs and GPUs
+    guard = NonFiniteGuard(config.max_nonfinite_steps, ckpt)
+    train_log = TrainLog(task, log, programs.schedule, utilisation)
+    saver = Checkpoint(ckpt, guard, train_iter.get_state, meta={"seed": config.seed})
+    evaluation = Evaluation(
+        task,
+        log,
+        programs.eval_fn,
+        eval_batches,
+        mesh,
+        model_of=lambda params: nnx.merge(graphdef, params),
+        save_best=saver.best,
+    )
     profile = None
     try:
         profile = Profiler.for_run(config, workdir, step, log.message)  # profile_steps
         if preempt.requested:  # SIGTERM during the setup: nothing new to save.
             log.message(f"preempted before step {step + 1}; rerun the same command to resume.")
             return {"step": step, "preempted": True}
+        hooks = periodic_actions(
+            config, profile, guard, train_log, evaluation, saver, preempt.reached
+        )
         while step < config.num_train_steps:
             batch = global_batch(next(train_iter), mesh)
             utilisation.count(train_fn, mesh, state, batch, rng)
             with profile.step(step + 1) if profile else contextlib.nullcontext():
                 state, metrics = train_fn(state, batch, rng)
-            if profile:
-                profile.finished(step + 1, metrics)
-            # Run at most one step ahead of the devices: a SIGTERM then waits for one step
-            # before its save, not for a queue of them (a cloud's notice is about 30 s). And
-            # unbounded asynchronous dispatch queues up to XLA's limit of in-flight programs
-            # per device (32); XLA:CPU then blocks a launch on one of the few threads that
-            # must all run the participants of a step's gradient all-reduce, and with many
-            # simulated devices the all-reduce deadlocks.
-            if previous is not None:
-                jax.block_until_ready(previous)
-                nonfinite.update(step, float(previous["nonfinite"]), ckpt)
-            previous = metrics
             step += 1
-            window.append(metrics)
             final = step == config.num_train_steps
-            stop = preempt.reached(step)
-            if step % config.log_every == 0 or final:
-                # Sum on the host: summing on the devices would dispatch one small program per
-                # metric and step of the window.
-                host = jax.device_get(window)
-                sums = jax.tree.map(lambda *x: sum(x), *host)
-                elapsed = time.time() - window_start
-                train = task.summarize(sums) | {
-                    "learning_rate": float(schedule(step - 1)),
-                    "grad_norm": float(host[-1]["grad_norm"]),
-                    f"{normalizer}_per_sec": float(sums[normalizer]) / max(elapsed, 1e-9),
-                    "nonfinite_steps": float(sums["nonfinite"]),
-                    **utilisation.window(elapsed),
-                }
-                log.write(step, "train", train)
-                log.progress(step, train, len(window) / max(elapsed, 1e-9), normalizer)
-                window, window_start = [], time.time()
-            if (step % config.eval_every == 0 or final) and not (stop or preempt.requested):
-                last = _evaluate(eval_fn, state.params, eval_batches, mesh, task)
-                scores, line = task.evaluate(nnx.merge(graphdef, state.params), "eval", mesh=mesh)
-                last |= scores
-                if line:
-                    log.message(line)
-                log.write(step, "eval", last)
-                log.message(
-                    f"eval @ {step}: "
-                    + ", ".join(f"{k} {v:.4g}" for k, v in last.items() if k != normalizer)
-                )
-                if task.best_metric in last:  # best/ follows every evaluation.
-                    data_state = all_data_states(train_iter.get_state())
-                    ckpt.save_best(step, state, data_state, meta, last[task.best_metric])
-            stop = stop or preempt.reached(step)  # A SIGTERM during the evaluation.
-            if step % config.checkpoint_every == 0 or final or stop:
-                jax.block_until_ready(metrics)
-                nonfinite.update(step, float(metrics["nonfinite"]), ckpt)
-                previous = None
-                data_state = all_data_states(train_iter.get_state())
-                ckpt.save(step, state, data_state, meta, force=True)
-            if stop:
+            end = StepEnd(step, final, state, metrics, signalled=lambda: preempt.requested)
+            hooks.run(end)
+            if end.stopping:
                 ckpt.wait()
                 log.message(f"preempted: saved step {step}; rerun the same command to resume.")
-                return {"step": step, "preempted": True, **last}
+                return {"step": step, "preempted": True, **evaluation.last}
         ckpt.wait()
         params, test_step, which = _test_params(config, ckpt, state, abstract, task)
     finally:
@@ -222,7 +172,7 @@ def _run(
             ckpt.close()
 
     # ------------------------------------------------------------------- final test
-    result = {"step": step, **last}
+    result = {"step": step, **evaluation.last}
     started = time.time()
     test, line = task.evaluate(nnx.merge(graphdef, params), "test", mesh=mesh)
     if test:
@@ -231,6 +181,28 @@ def _run(
         result["test"] = test
         result["test_step"] = test_step
     return result
+
+
+def periodic_actions(
+    config, profile, guard, train_log, evaluation, saver, reached: Callable[[int], bool]
+) -> Hooks:
+    """The loop's actions after each step, in order (see `transformer_jax.training.hooks`).
+
+    A preemption (`reached`: `Preemption.reached`) is checked before the log (the step is then
+    saved, not evaluated) and again after the evaluation (a SIGTERM during it); every process
+    checks at every step.
+    """
+    hooks = Hooks()
+    if profile:
+        hooks.add("profile", lambda end: profile.finished(end.step, end.metrics))
+    hooks.add("non-finite guard", guard)
+    hooks.add("log window", train_log.add)
+    hooks.add("preemption", preemption_check(reached))
+    hooks.add("log", train_log, every=config.log_every)
+    hooks.add("evaluate", evaluation, every=config.eval_every, when_stopping="skip")
+    hooks.add("preemption after evaluation", preemption_check(reached))
+    hooks.add("checkpoint", saver, every=config.checkpoint_every, when_stopping="run")
+    return hooks
 
 
 def _test_params(config, ckpt: Checkpoints, state, abstract, task) -> tuple:
