@@ -105,16 +105,20 @@ def measure(model: str, variant: str, target: str) -> dict:
 
 
 def terms(r: dict) -> dict:
-    """FLOP time, the two HBM times and each bound over the FLOP time, from a result's counts."""
+    """FLOP time, the two HBM times, each bound over the FLOP time and the memory per chip, from
+    a result's counts, in the units the tables show (stored with each result as `terms`)."""
     flop_s = r["flops_per_chip"] / r["peak_flops"]
     accessed_s = r["bytes_accessed"] / r["hbm_bandwidth"]
     placed_s = r["hbm_bytes_placed"] / r["hbm_bandwidth"]
     return {
-        "flop_s": flop_s,
-        "accessed_s": accessed_s,
-        "placed_s": placed_s,
-        "accessed_ratio": max(flop_s, accessed_s) / flop_s,
+        "flop_ms": flop_s * 1e3,
+        "placed_gb": r["hbm_bytes_placed"] / 1e9,
+        "placed_ms": placed_s * 1e3,
         "placed_ratio": max(flop_s, placed_s) / flop_s,
+        "accessed_gb": r["bytes_accessed"] / 1e9,
+        "accessed_ms": accessed_s * 1e3,
+        "accessed_ratio": max(flop_s, accessed_s) / flop_s,
+        "total_gib": r["total_bytes"] / 2**30,
     }
 
 
@@ -123,11 +127,10 @@ def row(r: dict) -> str:
         return f"| {r['model']} | {r['variant']} | {r['error'][:80]} |"
     t = terms(r)
     return (
-        f"| {r['model']} | {r['variant']} | {r['attention']} | {t['flop_s'] * 1e3:.2f} ms | "
-        f"{r['hbm_bytes_placed'] / 1e9:.2f} GB, {t['placed_s'] * 1e3:.1f} ms "
-        f"({t['placed_ratio']:.2f}x) | {r['bytes_accessed'] / 1e9:.1f} GB, "
-        f"{t['accessed_s'] * 1e3:.1f} ms ({t['accessed_ratio']:.2f}x) | "
-        f"{r['total_bytes'] / 2**30:.2f} GiB |"
+        f"| {r['model']} | {r['variant']} | {r['attention']} | {t['flop_ms']:.2f} ms | "
+        f"{t['placed_gb']:.2f} GB, {t['placed_ms']:.1f} ms ({t['placed_ratio']:.2f}x) | "
+        f"{t['accessed_gb']:.1f} GB, {t['accessed_ms']:.1f} ms ({t['accessed_ratio']:.2f}x) | "
+        f"{t['total_gib']:.2f} GiB |"
     )
 
 
@@ -144,7 +147,11 @@ def main() -> None:
     parser.add_argument("--variants", default="before,bfloat16,splash,now,remat_dots")
     parser.add_argument("--target", default="v5e-8")
     parser.add_argument("--out", default="benchmarks/results/tpu_train_step.json")
-    parser.add_argument("--table", action="store_true", help="Print the saved results only.")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="Measure nothing: derive the saved results' figures (`terms`), save and print them.",
+    )
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     results = json.loads(out.read_text()) if out.exists() else []
@@ -156,10 +163,15 @@ def main() -> None:
             started = time.perf_counter()
             r = measure(model, variant, args.target)
             r["seconds"] = time.perf_counter() - started
+            if "error" not in r:
+                r["terms"] = terms(r)
             results = [x for x in results if (x["model"], x["variant"], x["target"]) != (
                 model, variant, args.target)] + [r]  # fmt: skip
             out.write_text(json.dumps(results, indent=1) + "\n")  # kept as it goes
             print(row(r), flush=True)
+    if args.table:  # The derived figures of the saved results, in the units shown.
+        results = [r if "error" in r else r | {"terms": terms(r)} for r in results]
+        out.write_text(json.dumps(results, indent=1) + "\n")
     print("\n" + HEADER)
     for r in results:
         print(row(r))
