@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from transformer_jax.interop.blocks import BERT_LAYER
 from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tables import Dims, Row, dense, norm, read, repeat, same, write
 from transformer_jax.interop.tensors import Source
 from transformer_jax.models.encoder_only.config import EncoderOnlyConfig
 
@@ -71,79 +73,54 @@ def model_config(hf: dict[str, Any], where: str) -> EncoderOnlyConfig:
     )
 
 
-def _norm(source: Source, name: str, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """(scale, bias) of a LayerNorm saved as weight/bias or (older) gamma/beta."""
-    return (
-        source.get(f"{name}.weight", (d,), f"{name}.gamma"),
-        source.get(f"{name}.bias", (d,), f"{name}.beta"),
-    )
+def dims(cfg: EncoderOnlyConfig) -> Dims:
+    return {"d": cfg.d_model, "n": cfg.num_heads, "h": cfg.head_dim, "f": cfg.d_ff,
+            "v": cfg.vocab_size, "p": cfg.max_len, "t": cfg.type_vocab_size, "two": 2,
+            "labels": cfg.num_labels}  # fmt: skip
 
 
-def _dense(source: Source, name: str, d_in: int, d_out: int) -> tuple[np.ndarray, np.ndarray]:
-    """(kernel [in, out], bias) of an nn.Linear."""
-    return source.get(f"{name}.weight", (d_out, d_in)).T, source.get(f"{name}.bias", (d_out,))
+def body(num_layers: int) -> list[Row]:
+    """The encoder: embeddings and layers (under `bert.` in a full checkpoint)."""
+    return [
+        same("embed/embedding", "embeddings.word_embeddings.weight", "v", "d"),
+        same("pos_embed", "embeddings.position_embeddings.weight", "p", "d"),
+        same("type_embed", "embeddings.token_type_embeddings.weight", "t", "d"),
+        *norm("embed_norm", "embeddings.LayerNorm", older=True),
+        *repeat(BERT_LAYER, "encoder/layers/{i}/", "encoder.layer.{i}.", num_layers),
+    ]
+
+
+# The heads, each read when the checkpoint has it (its first tensor), by the name the
+# conversion gives a head it leaves at its initial values.
+POOLER = dense("pooler/kernel", "pooler/bias", "pooler.dense", "d", "d")
+MLM = [
+    *dense(
+        "mlm_transform/kernel", "mlm_transform/bias", "cls.predictions.transform.dense", "d", "d"
+    ),  # fmt: skip
+    *norm("mlm_norm", "cls.predictions.transform.LayerNorm", older=True),
+    same("mlm_bias", "cls.predictions.bias", "v", alternatives=("cls.predictions.decoder.bias",)),
+]
+NSP = dense("nsp_head/kernel", "nsp_head/bias", "cls.seq_relationship", "d", "two")
+CLASSIFIER = dense("sequence_head/kernel", "sequence_head/bias", "classifier", "d", "labels")
+HEADS = {"pooler": POOLER, "masked-LM head": MLM, "next-sentence head": NSP,
+         "sequence classifier": CLASSIFIER}  # fmt: skip
 
 
 def params_from_hf(
     source: Source, cfg: EncoderOnlyConfig, fresh: dict[str, np.ndarray]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """(the parameters by path, the heads left at their `fresh` initial values)."""
-    d, n, h, f = cfg.d_model, cfg.num_heads, cfg.head_dim, cfg.d_ff
-    out = dict(fresh)
-    out["embed/embedding"] = source.get("embeddings.word_embeddings.weight", (cfg.vocab_size, d))
-    out["pos_embed"] = source.get("embeddings.position_embeddings.weight", (cfg.max_len, d))
-    out["type_embed"] = source.get(
-        "embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, d)
-    )
-    out["embed_norm/scale"], out["embed_norm/bias"] = _norm(source, "embeddings.LayerNorm", d)
-    for i in range(cfg.num_layers):
-        hf, us = f"encoder.layer.{i}.", f"encoder/layers/{i}/"
-        for name in ("query", "key", "value"):
-            kernel, bias = _dense(source, hf + f"attention.self.{name}", d, d)
-            out[us + f"self_attn/{name}"] = kernel.reshape(d, n, h)
-            if name != "key":  # The key bias cancels in the softmax.
-                out[us + f"self_attn/{name}_bias"] = bias.reshape(n, h)
-        kernel, out[us + "self_attn/out_bias"] = _dense(source, hf + "attention.output.dense", d, d)
-        out[us + "self_attn/out"] = kernel.reshape(n, h, d)
-        out[us + "self_attn_norm/scale"], out[us + "self_attn_norm/bias"] = _norm(
-            source, hf + "attention.output.LayerNorm", d
-        )
-        out[us + "ffn/w1"], out[us + "ffn/b1"] = _dense(source, hf + "intermediate.dense", d, f)
-        out[us + "ffn/w2"], out[us + "ffn/b2"] = _dense(source, hf + "output.dense", f, d)
-        out[us + "ffn_norm/scale"], out[us + "ffn_norm/bias"] = _norm(
-            source, hf + "output.LayerNorm", d
-        )
-    kept = set()
-    if source.has("pooler.dense.weight"):
-        out["pooler/kernel"], out["pooler/bias"] = _dense(source, "pooler.dense", d, d)
-        kept.add("pooler")
-    if source.has("cls.predictions.transform.dense.weight"):
-        p = "cls.predictions."
-        out["mlm_transform/kernel"], out["mlm_transform/bias"] = _dense(
-            source, p + "transform.dense", d, d
-        )
-        out["mlm_norm/scale"], out["mlm_norm/bias"] = _norm(source, p + "transform.LayerNorm", d)
-        out["mlm_bias"] = source.get(p + "bias", (cfg.vocab_size,), p + "decoder.bias")
-        for tied in (p + "decoder.weight", p + "decoder.bias"):
-            if source.has(tied):
-                source.used.add(source.name(tied))
-        kept.add("mlm")
-    if source.has("cls.seq_relationship.weight"):
-        out["nsp_head/kernel"], out["nsp_head/bias"] = _dense(source, "cls.seq_relationship", d, 2)
-        kept.add("nsp")
-    if source.has("classifier.weight"):
-        out["sequence_head/kernel"], out["sequence_head/bias"] = _dense(
-            source, "classifier", d, cfg.num_labels
-        )
-        kept.add("sequence")
-    heads = {"pooler": "pooler", "mlm": "masked-LM head", "nsp": "next-sentence head",
-             "sequence": "sequence classifier"}  # fmt: skip
-    return out, [heads[k] for k in heads if k not in kept]
-
-
-def _linear(kernel: np.ndarray) -> np.ndarray:
-    """An nn.Linear weight `[out, in]` from a kernel `[in, out]`."""
-    return np.ascontiguousarray(kernel.T)
+    out = dict(fresh) | read(source, body(cfg.num_layers), dims(cfg))
+    left = []
+    for name, rows in HEADS.items():
+        if source.has(rows[0].theirs):
+            out |= read(source, rows, dims(cfg))
+        else:
+            left.append(name)
+    for tied in ("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"):
+        if source.has(tied):  # The output projection is the token embedding.
+            source.used.add(source.name(tied))
+    return out, left
 
 
 def params_to_hf(
@@ -151,49 +128,9 @@ def params_to_hf(
 ) -> dict[str, np.ndarray]:
     """BertForPreTraining's tensors; with `classifier`, BertForSequenceClassification's (the
     encoder, the pooler and the sequence head as `classifier`)."""
-    d = cfg.d_model
-    zeros = np.zeros(d, np.float32)
-    out = {
-        "bert.embeddings.word_embeddings.weight": flat["embed/embedding"],
-        "bert.embeddings.position_embeddings.weight": flat["pos_embed"],
-        "bert.embeddings.token_type_embeddings.weight": flat["type_embed"],
-        "bert.embeddings.LayerNorm.weight": flat["embed_norm/scale"],
-        "bert.embeddings.LayerNorm.bias": flat["embed_norm/bias"],
-        "bert.pooler.dense.weight": _linear(flat["pooler/kernel"]),
-        "bert.pooler.dense.bias": flat["pooler/bias"],
-        "cls.predictions.transform.dense.weight": _linear(flat["mlm_transform/kernel"]),
-        "cls.predictions.transform.dense.bias": flat["mlm_transform/bias"],
-        "cls.predictions.transform.LayerNorm.weight": flat["mlm_norm/scale"],
-        "cls.predictions.transform.LayerNorm.bias": flat["mlm_norm/bias"],
-        "cls.predictions.bias": flat["mlm_bias"],
-        "cls.seq_relationship.weight": _linear(flat["nsp_head/kernel"]),
-        "cls.seq_relationship.bias": flat["nsp_head/bias"],
-    }
-    for i in range(cfg.num_layers):
-        hf, us = f"bert.encoder.layer.{i}.", f"encoder/layers/{i}/"
-        for name in ("query", "key", "value"):
-            out[hf + f"attention.self.{name}.weight"] = _linear(
-                flat[us + f"self_attn/{name}"].reshape(d, d)
-            )
-            bias = flat.get(us + f"self_attn/{name}_bias")
-            out[hf + f"attention.self.{name}.bias"] = zeros if bias is None else bias.reshape(d)
-        out[hf + "attention.output.dense.weight"] = _linear(
-            flat[us + "self_attn/out"].reshape(d, d)
-        )
-        out[hf + "attention.output.dense.bias"] = flat.get(us + "self_attn/out_bias", zeros)
-        out[hf + "attention.output.LayerNorm.weight"] = flat[us + "self_attn_norm/scale"]
-        out[hf + "attention.output.LayerNorm.bias"] = flat[us + "self_attn_norm/bias"]
-        out[hf + "intermediate.dense.weight"] = _linear(flat[us + "ffn/w1"])
-        out[hf + "intermediate.dense.bias"] = flat[us + "ffn/b1"]
-        out[hf + "output.dense.weight"] = _linear(flat[us + "ffn/w2"])
-        out[hf + "output.dense.bias"] = flat[us + "ffn/b2"]
-        out[hf + "output.LayerNorm.weight"] = flat[us + "ffn_norm/scale"]
-        out[hf + "output.LayerNorm.bias"] = flat[us + "ffn_norm/bias"]
-    if classifier:  # BertForSequenceClassification: the encoder, its pooler, the classifier.
-        out = {k: v for k, v in out.items() if k.startswith("bert.")}
-        out["classifier.weight"] = _linear(flat["sequence_head/kernel"])
-        out["classifier.bias"] = flat["sequence_head/bias"]
-    return out
+    encoder = [row.prefixed("", "bert.") for row in (*body(cfg.num_layers), *POOLER)]
+    heads = CLASSIFIER if classifier else [*MLM, *NSP]
+    return write(flat, [*encoder, *heads], dims(cfg))
 
 
 def check_exportable(cfg: EncoderOnlyConfig, where: str) -> None:

@@ -42,6 +42,7 @@ from transformer_jax.data import pretrained_tokenizer as pretrained
 from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.tokenizer import Tokenizer
 from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tables import Dims, Row, dense, heads_out, repeat, same, write
 from transformer_jax.interop.tensors import flat_params
 from transformer_jax.models.fields import SINUSOIDAL
 from transformer_jax.nn.positional import sinusoidal_encoding
@@ -148,6 +149,82 @@ def _weights(model) -> dict[str, np.ndarray]:
     return weights
 
 
+def _fused(parts: tuple[np.ndarray, ...], dims: Dims) -> np.ndarray:
+    """Query/key/value kernels `[D, N, H]` -> one `[k*D, D]` linear weight (biases `[N, H]` ->
+    `[k*D]`), CTranslate2's fused projections."""
+    if parts[0].ndim == 2:  # Biases.
+        return np.concatenate([p.reshape(dims["d"]) for p in parts])
+    return np.concatenate([p.reshape(dims["d"], -1).T for p in parts])
+
+
+def _unfused(x: np.ndarray, dims: Dims) -> tuple[np.ndarray, ...]:
+    d, n, h = dims["d"], dims["n"], dims["h"]
+    if x.ndim == 1:
+        return tuple(x[j : j + d].reshape(n, h) for j in range(0, x.shape[0], d))
+    return tuple(x[j : j + d].T.reshape(d, n, h) for j in range(0, x.shape[0], d))
+
+
+def _projections(ours: str, kinds: Sequence[str], theirs: str) -> list[Row]:
+    """`kinds` of `ours` (query, key, value) as one CTranslate2 linear `theirs` (the key's bias
+    is zeros: ours has none)."""
+    k = len(kinds)
+    biases = tuple("" if kind == "key" else f"{ours}/{kind}_bias" for kind in kinds)
+    return [
+        Row(tuple(f"{ours}/{kind}" for kind in kinds), f"{theirs}.weight",
+            lambda x: (k * x["d"], x["d"]), (lambda x: (x["d"], x["n"], x["h"]),) * k,
+            _unfused, _fused),
+        Row(biases, f"{theirs}.bias", lambda x: (k * x["d"],), (lambda x: (x["n"], x["h"]),) * k,
+            _unfused, _fused),
+    ]  # fmt: skip
+
+
+def _norm(ours: str, theirs: str) -> list[Row]:
+    return [
+        same(f"{ours}/scale", f"{theirs}.gamma", "d"),
+        same(f"{ours}/bias", f"{theirs}.beta", "d"),
+    ]
+
+
+def _out(ours: str, theirs: str) -> list[Row]:
+    return [
+        heads_out(f"{ours}/out", f"{theirs}.weight"),
+        same(f"{ours}/out_bias", f"{theirs}.bias", "d"),
+    ]
+
+
+# A layer's parameters as CTranslate2's `TransformerSpec` attributes, relative to our
+# `encoder/layers/{i}/` and its `encoder.layer.{i}.` (`.0` indexes a list).
+_FFN = [
+    *_norm("ffn_norm", "ffn.layer_norm"),
+    *dense("ffn/w1", "ffn/b1", "ffn.linear_0", "d", "f"),
+    *dense("ffn/w2", "ffn/b2", "ffn.linear_1", "f", "d"),
+]
+_SELF = [
+    *_projections("self_attn", ("query", "key", "value"), "self_attention.linear.0"),
+    *_out("self_attn", "self_attention.linear.1"),
+    *_norm("self_attn_norm", "self_attention.layer_norm"),
+]
+ENCODER_LAYER = [*_SELF, *_FFN]
+DECODER_LAYER = [
+    *_SELF,
+    *_projections("cross_attn", ("query",), "attention.linear.0"),
+    *_projections("cross_attn", ("key", "value"), "attention.linear.1"),
+    *_out("cross_attn", "attention.linear.2"),
+    *_norm("cross_attn_norm", "attention.layer_norm"),
+    *_FFN,
+]
+
+
+def _assign(spec, tensors: dict[str, np.ndarray]) -> None:
+    """Sets each `a.b.0.c` attribute path of `spec` to its tensor."""
+    for name, value in tensors.items():
+        *parents, leaf = name.split(".")
+        node = spec
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else getattr(node, part)
+        setattr(node, leaf, value)
+
+
 def model_spec(model, pieces: list[str], tokens: dict[str, str], where: str = "model"):
     """A `ctranslate2.specs.TransformerSpec` holding `model` (an `EncoderDecoder`).
 
@@ -183,48 +260,18 @@ def model_spec(model, pieces: list[str], tokens: dict[str, str], where: str = "m
         used.add(name)
         return weights[name]
 
-    def in_proj(scope, name, bias):  # [D, N, H] kernel -> [N*H, D] weight, [N*H] bias
-        weight = w(f"{scope}/{name}").reshape(d, -1).T
-        has_bias = cfg.use_bias and bias
-        b = w(f"{scope}/{name}_bias").reshape(-1) if has_bias else np.zeros(d, np.float32)
-        return weight, b
-
-    def set_linear(linear, parts):
-        linear.weight = np.ascontiguousarray(np.concatenate([p[0] for p in parts]))
-        linear.bias = np.concatenate([p[1] for p in parts])
-
-    def set_attention(attn, scope, fused_self):
-        q, k, v = (in_proj(scope, n, b) for n, b in (("query", 1), ("key", 0), ("value", 1)))
-        if fused_self:
-            set_linear(attn.linear[0], [q, k, v])
-        else:
-            set_linear(attn.linear[0], [q])
-            set_linear(attn.linear[1], [k, v])
-        out = w(f"{scope}/out").reshape(-1, d).T  # [N, H, D] -> [D, N*H]
-        out_bias = w(f"{scope}/out_bias") if cfg.use_bias else np.zeros(d, np.float32)
-        set_linear(attn.linear[-1], [(out, out_bias)])
-
-    def set_norm(norm, scope):
-        norm.gamma, norm.beta = w(f"{scope}/scale"), w(f"{scope}/bias")
-
-    def set_ffn(ffn, scope):
-        set_norm(ffn.layer_norm, f"{scope}_norm")
-        set_linear(ffn.linear_0, [(w(f"{scope}/w1").T, w(f"{scope}/b1"))])
-        set_linear(ffn.linear_1, [(w(f"{scope}/w2").T, w(f"{scope}/b2"))])
-
-    for stack, ct2_stack in (("encoder", spec.encoder), ("decoder", spec.decoder)):
+    for ct2_stack in (spec.encoder, spec.decoder):
         ct2_stack.scale_embeddings = cfg.scale_embeddings  # embedding * sqrt(d_model)
         ct2_stack.position_encodings.encodings = w("position_encodings")
-        if pre_norm:
-            set_norm(ct2_stack.layer_norm, f"{stack}/final_norm")
-        for i, layer in enumerate(ct2_stack.layer):
-            scope = f"{stack}/layers/{i}"
-            set_attention(layer.self_attention, f"{scope}/self_attn", fused_self=True)
-            set_norm(layer.self_attention.layer_norm, f"{scope}/self_attn_norm")
-            if stack == "decoder":
-                set_attention(layer.attention, f"{scope}/cross_attn", fused_self=False)
-                set_norm(layer.attention.layer_norm, f"{scope}/cross_attn_norm")
-            set_ffn(layer.ffn, f"{scope}/ffn")
+    dims = {"d": d, "n": cfg.num_heads, "h": cfg.head_dim, "f": cfg.d_ff}
+    rows = [
+        *repeat(ENCODER_LAYER, "encoder/layers/{i}/", "encoder.layer.{i}.", cfg.num_encoder_layers),
+        *repeat(DECODER_LAYER, "decoder/layers/{i}/", "decoder.layer.{i}.", cfg.num_decoder_layers),
+    ]
+    if pre_norm:  # Each stack's final LayerNorm.
+        rows += [*_norm("encoder/final_norm", "encoder.layer_norm"),
+                 *_norm("decoder/final_norm", "decoder.layer_norm")]  # fmt: skip
+    _assign(spec, write(weights, rows, dims, used))
     source = w("src_embed/embedding")  # One table for both stacks and the output (§3.4) ...
     target = source if cfg.share_embeddings else w("tgt_embed/embedding")  # ... unless not.
     spec.encoder.embeddings[0].weight = source

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tables import Dims, Row, heads_out, norm, read, repeat, same, write
 from transformer_jax.interop.tensors import Source
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
 
@@ -64,15 +65,55 @@ def model_config(hf: dict[str, Any], where: str) -> DecoderOnlyConfig:
     )
 
 
+def dims(cfg: DecoderOnlyConfig) -> Dims:
+    return {"d": cfg.d_model, "d3": 3 * cfg.d_model, "n": cfg.num_heads, "h": cfg.head_dim,
+            "f": cfg.d_ff, "v": cfg.vocab_size, "p": cfg.max_len}  # fmt: skip
+
+
+def _split_qkv(x: np.ndarray, dims: Dims) -> tuple[np.ndarray, ...]:
+    """`[..., 3D]` -> three `[..., N, H]` (the last axis: query, key, value)."""
+    d = dims["d"]
+    return tuple(
+        x[..., j * d : (j + 1) * d].reshape(*x.shape[:-1], dims["n"], dims["h"]) for j in range(3)
+    )
+
+
+def _join_qkv(parts: tuple[np.ndarray, ...], dims: Dims) -> np.ndarray:
+    lead = parts[0].shape[:-2]
+    return np.concatenate([p.reshape(*lead, dims["d"]) for p in parts], axis=-1)
+
+
+QKV = ("self_attn/query", "self_attn/key", "self_attn/value")
+# A GPT-2 block (Conv1D weights are stored `[in, out]`), relative to `h.{i}.` and to our
+# `decoder/layers/{i}/`. One `[D, 3D]` matrix holds the query, key and value projections.
+BLOCK = [
+    Row(QKV, "attn.c_attn.weight", lambda x: (x["d"], x["d3"]),
+        (lambda x: (x["d"], x["n"], x["h"]),) * 3, _split_qkv, _join_qkv),
+    Row(("self_attn/query_bias", "", "self_attn/value_bias"), "attn.c_attn.bias",
+        lambda x: (x["d3"],), (lambda x: (x["n"], x["h"]),) * 3, _split_qkv, _join_qkv),
+    heads_out("self_attn/out", "attn.c_proj.weight", transposed=False),
+    same("self_attn/out_bias", "attn.c_proj.bias", "d"),
+    *norm("self_attn_norm", "ln_1"),
+    *norm("ffn_norm", "ln_2"),
+    same("ffn/w1", "mlp.c_fc.weight", "d", "f"),
+    same("ffn/b1", "mlp.c_fc.bias", "f"),
+    same("ffn/w2", "mlp.c_proj.weight", "f", "d"),
+    same("ffn/b2", "mlp.c_proj.bias", "d"),
+]  # fmt: skip
+
+
+def body(cfg: DecoderOnlyConfig) -> list[Row]:
+    """Every tensor but the positions (under `transformer.` in GPT2LMHeadModel)."""
+    return [
+        same("embed/embedding", "wte.weight", "v", "d"),
+        *repeat(BLOCK, "decoder/layers/{i}/", "h.{i}.", cfg.num_layers),
+        *norm("decoder/final_norm", "ln_f"),
+    ]
+
+
 def params_from_hf(source: Source, cfg: DecoderOnlyConfig) -> dict[str, np.ndarray]:
     """The model's parameters by path from the checkpoint's tensors."""
-    d, n, h, f = cfg.d_model, cfg.num_heads, cfg.head_dim, cfg.d_ff
-    out = {
-        "embed/embedding": source.get("wte.weight", (cfg.vocab_size, d)),
-        "pos_embed": source.get("wpe.weight", (cfg.max_len, d)),
-        "decoder/final_norm/scale": source.get("ln_f.weight", (d,)),
-        "decoder/final_norm/bias": source.get("ln_f.bias", (d,)),
-    }
+    out = read(source, [*body(cfg), same("pos_embed", "wpe.weight", "p", "d")], dims(cfg))
     lm_head = source.name("lm_head.weight")  # Present when saved untied (older checkpoints).
     if lm_head is not None:
         source.used.add(lm_head)
@@ -82,24 +123,6 @@ def params_from_hf(source: Source, cfg: DecoderOnlyConfig) -> dict[str, np.ndarr
                 f"the output projection to the token embedding (GPT-2 does), so an untied head "
                 f"cannot be expressed."
             )
-    for i in range(cfg.num_layers):
-        hf, us = f"h.{i}.", f"decoder/layers/{i}/"
-        qkv = source.get(hf + "attn.c_attn.weight", (d, 3 * d))
-        qkv_bias = source.get(hf + "attn.c_attn.bias", (3 * d,))
-        for j, name in enumerate(("query", "key", "value")):
-            out[us + f"self_attn/{name}"] = qkv[:, j * d : (j + 1) * d].reshape(d, n, h)
-        out[us + "self_attn/query_bias"] = qkv_bias[:d].reshape(n, h)
-        out[us + "self_attn/value_bias"] = qkv_bias[2 * d :].reshape(n, h)
-        out[us + "self_attn/out"] = source.get(hf + "attn.c_proj.weight", (d, d)).reshape(n, h, d)
-        out[us + "self_attn/out_bias"] = source.get(hf + "attn.c_proj.bias", (d,))
-        out[us + "self_attn_norm/scale"] = source.get(hf + "ln_1.weight", (d,))
-        out[us + "self_attn_norm/bias"] = source.get(hf + "ln_1.bias", (d,))
-        out[us + "ffn_norm/scale"] = source.get(hf + "ln_2.weight", (d,))
-        out[us + "ffn_norm/bias"] = source.get(hf + "ln_2.bias", (d,))
-        out[us + "ffn/w1"] = source.get(hf + "mlp.c_fc.weight", (d, f))
-        out[us + "ffn/b1"] = source.get(hf + "mlp.c_fc.bias", (f,))
-        out[us + "ffn/w2"] = source.get(hf + "mlp.c_proj.weight", (f, d))
-        out[us + "ffn/b2"] = source.get(hf + "mlp.c_proj.bias", (d,))
     return out
 
 
@@ -119,37 +142,8 @@ def params_to_hf(
 ) -> dict[str, np.ndarray]:
     """GPT2LMHeadModel's tensors; `positions` is the `[max_len, D]` table the model adds
     (learned, or the sinusoidal one written out)."""
-    d, f = cfg.d_model, cfg.d_ff
-    zeros = np.zeros
-    out = {
-        "transformer.wte.weight": flat["embed/embedding"],
-        "transformer.wpe.weight": positions,
-        "transformer.ln_f.weight": flat["decoder/final_norm/scale"],
-        "transformer.ln_f.bias": flat["decoder/final_norm/bias"],
-    }
-    for i in range(cfg.num_layers):
-        hf, us = f"transformer.h.{i}.", f"decoder/layers/{i}/"
-
-        def get(name, shape, us=us):  # A bias the model lacks (use_bias=False) is zero.
-            return flat.get(us + name, zeros(shape, np.float32))
-
-        out[hf + "attn.c_attn.weight"] = np.concatenate(
-            [flat[us + f"self_attn/{k}"].reshape(d, d) for k in ("query", "key", "value")], axis=1
-        )
-        out[hf + "attn.c_attn.bias"] = np.concatenate(
-            [get("self_attn/query_bias", (d,)).reshape(d), zeros(d, np.float32),
-             get("self_attn/value_bias", (d,)).reshape(d)]
-        )  # fmt: skip
-        out[hf + "attn.c_proj.weight"] = flat[us + "self_attn/out"].reshape(d, d)
-        out[hf + "attn.c_proj.bias"] = get("self_attn/out_bias", (d,))
-        out[hf + "ln_1.weight"] = flat[us + "self_attn_norm/scale"]
-        out[hf + "ln_1.bias"] = flat[us + "self_attn_norm/bias"]
-        out[hf + "ln_2.weight"] = flat[us + "ffn_norm/scale"]
-        out[hf + "ln_2.bias"] = flat[us + "ffn_norm/bias"]
-        out[hf + "mlp.c_fc.weight"] = flat[us + "ffn/w1"]
-        out[hf + "mlp.c_fc.bias"] = get("ffn/b1", (f,))
-        out[hf + "mlp.c_proj.weight"] = flat[us + "ffn/w2"]
-        out[hf + "mlp.c_proj.bias"] = get("ffn/b2", (d,))
+    out = write(flat, [row.prefixed("", "transformer.") for row in body(cfg)], dims(cfg))
+    out["transformer.wpe.weight"] = positions
     return out
 
 

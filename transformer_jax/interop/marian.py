@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tables import Dims, Row, attention, dense, norm, read, repeat, reshaped
 from transformer_jax.interop.tensors import Source
 from transformer_jax.models.encoder_decoder.config import EncoderDecoderConfig
 
@@ -79,37 +80,42 @@ def model_config(hf: dict[str, Any], where: str) -> EncoderDecoderConfig:
     )
 
 
-def _attention(source: Source, out: dict, hf: str, us: str, d: int, n: int, h: int) -> float:
-    """The projections of one attention layer; returns the largest |key bias| dropped."""
-    for name, proj in (("query", "q_proj"), ("key", "k_proj"), ("value", "v_proj")):
-        out[us + name] = source.get(f"{hf}.{proj}.weight", (d, d)).T.reshape(d, n, h)
-        bias = source.get(f"{hf}.{proj}.bias", (d,))
-        if name == "key":
-            key_bias = float(np.abs(bias).max())
-        else:
-            out[us + f"{name}_bias"] = bias.reshape(n, h)
-    out[us + "out"] = source.get(f"{hf}.out_proj.weight", (d, d)).T.reshape(n, h, d)
-    out[us + "out_bias"] = source.get(f"{hf}.out_proj.bias", (d,))
-    return key_bias
+def dims(cfg: EncoderDecoderConfig) -> Dims:
+    return {"d": cfg.d_model, "n": cfg.num_heads, "h": cfg.head_dim, "f": cfg.d_ff,
+            "v": cfg.vocab_size, "one": 1}  # fmt: skip
 
 
-def _norm(source: Source, out: dict, hf: str, us: str, d: int) -> None:
-    out[us + "/scale"] = source.get(f"{hf}.weight", (d,))
-    out[us + "/bias"] = source.get(f"{hf}.bias", (d,))
+def _attention(ours: str, theirs: str) -> list[Row]:
+    names = [f"{theirs}.{p}" for p in ("q_proj", "k_proj", "v_proj")]
+    return attention(ours, names, f"{theirs}.out_proj")
 
 
-def _ffn(source: Source, out: dict, hf: str, us: str, d: int, f: int) -> None:
-    out[us + "ffn/w1"] = source.get(f"{hf}fc1.weight", (f, d)).T
-    out[us + "ffn/b1"] = source.get(f"{hf}fc1.bias", (f,))
-    out[us + "ffn/w2"] = source.get(f"{hf}fc2.weight", (d, f)).T
-    out[us + "ffn/b2"] = source.get(f"{hf}fc2.bias", (d,))
+# A Marian (BART-style, post-LN) layer, relative to `model.encoder.layers.{i}.` or
+# `model.decoder.layers.{i}.` and to our `encoder/layers/{i}/` or `decoder/layers/{i}/`.
+_FFN = [
+    *dense("ffn/w1", "ffn/b1", "fc1", "d", "f"),
+    *dense("ffn/w2", "ffn/b2", "fc2", "f", "d"),
+    *norm("ffn_norm", "final_layer_norm"),
+]
+ENCODER_LAYER = [
+    *_attention("self_attn", "self_attn"),
+    *norm("self_attn_norm", "self_attn_layer_norm"),
+    *_FFN,
+]
+DECODER_LAYER = [
+    *_attention("self_attn", "self_attn"),
+    *norm("self_attn_norm", "self_attn_layer_norm"),
+    *_attention("cross_attn", "encoder_attn"),
+    *norm("cross_attn_norm", "encoder_attn_layer_norm"),
+    *_FFN,
+]
 
 
 def params_from_hf(
     source: Source, cfg: EncoderDecoderConfig
 ) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """(parameters by path, {"key biases": largest |value| dropped})."""
-    d, n, h, f, v = cfg.d_model, cfg.num_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size
+    d, v = cfg.d_model, cfg.vocab_size
     shared = source.get("model.shared.weight", (v, d))
     for tied in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
                  "lm_head.weight"):  # fmt: skip
@@ -120,29 +126,13 @@ def params_from_hf(
                     f"ties the embeddings and the output projection, as Marian does."
                 )
             source.used.add(tied)
-    out = {
-        "src_embed/embedding": shared,
-        "logits_bias": source.get("final_logits_bias", (1, v)).reshape(v),
-    }
-    key_bias = 0.0
-    for i in range(cfg.num_encoder_layers):
-        hf, us = f"model.encoder.layers.{i}.", f"encoder/layers/{i}/"
-        key_bias = max(
-            key_bias, _attention(source, out, hf + "self_attn", us + "self_attn/", d, n, h)
-        )
-        _norm(source, out, hf + "self_attn_layer_norm", us + "self_attn_norm", d)
-        _ffn(source, out, hf, us, d, f)
-        _norm(source, out, hf + "final_layer_norm", us + "ffn_norm", d)
-    for i in range(cfg.num_decoder_layers):
-        hf, us = f"model.decoder.layers.{i}.", f"decoder/layers/{i}/"
-        key_bias = max(
-            key_bias, _attention(source, out, hf + "self_attn", us + "self_attn/", d, n, h)
-        )
-        _norm(source, out, hf + "self_attn_layer_norm", us + "self_attn_norm", d)
-        key_bias = max(
-            key_bias, _attention(source, out, hf + "encoder_attn", us + "cross_attn/", d, n, h)
-        )
-        _norm(source, out, hf + "encoder_attn_layer_norm", us + "cross_attn_norm", d)
-        _ffn(source, out, hf, us, d, f)
-        _norm(source, out, hf + "final_layer_norm", us + "ffn_norm", d)
-    return out, {"key biases": key_bias}
+    rows = [
+        reshaped("logits_bias", "final_logits_bias", ("one", "v"), ("v",)),
+        *repeat(ENCODER_LAYER, "encoder/layers/{i}/", "model.encoder.layers.{i}.",
+                cfg.num_encoder_layers),
+        *repeat(DECODER_LAYER, "decoder/layers/{i}/", "model.decoder.layers.{i}.",
+                cfg.num_decoder_layers),
+    ]  # fmt: skip
+    out = {"src_embed/embedding": shared} | read(source, rows, dims(cfg))
+    dropped = [source.tensors[source.name(r.theirs)] for r in rows if r.ours == ("",)]
+    return out, {"key biases": max((float(np.abs(b).max()) for b in dropped), default=0.0)}

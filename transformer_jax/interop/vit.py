@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from transformer_jax.interop.blocks import encoder_layer
 from transformer_jax.interop.files import ConversionError
+from transformer_jax.interop.tables import Dims, Row, dense, norm, read, repeat, reshaped, write
 from transformer_jax.interop.tensors import Source
 from transformer_jax.models.vit.config import VitConfig
 
@@ -72,8 +74,29 @@ def model_config(hf: dict[str, Any], where: str, num_classes: int | None = None)
     )
 
 
-def _dense(source: Source, name: str, d_in: int, d_out: int):
-    return source.get(f"{name}.weight", (d_out, d_in)).T, source.get(f"{name}.bias", (d_out,))
+def dims(cfg: VitConfig) -> Dims:
+    tokens = 1 + cfg.grid[0] * cfg.grid[1]  # [CLS] and the patches.
+    return {"d": cfg.d_model, "n": cfg.num_heads, "h": cfg.head_dim, "f": cfg.d_ff,
+            "tokens": tokens, "one": 1, "classes": cfg.num_classes}  # fmt: skip
+
+
+def body(cfg: VitConfig) -> list[Row]:
+    """The encoder but its patch projection (under `vit.` in a full checkpoint)."""
+    layer = encoder_layer(
+        "attention.attention", "layernorm_before", "layernorm_after", keep_bias=cfg.use_bias
+    )
+    return [
+        reshaped("cls_token", "embeddings.cls_token", ("one", "one", "d"), ("d",)),
+        reshaped(
+            "pos_embed", "embeddings.position_embeddings", ("one", "tokens", "d"), ("tokens", "d")
+        ),
+        *repeat(layer, "encoder/layers/{i}/", "encoder.layer.{i}.", cfg.num_layers),
+        *norm("encoder/final_norm", "layernorm"),
+    ]
+
+
+CLASSIFIER = dense("head_kernel", "head_bias", "classifier", "d", "classes")
+PATCH = "embeddings.patch_embeddings.projection"
 
 
 def params_from_hf(
@@ -85,46 +108,15 @@ def params_from_hf(
 ) -> tuple[dict[str, np.ndarray], list[str]]:
     """(parameters by path, heads left at their initial values); `mean`/`std` `[C]` are the
     normalisation the checkpoint expects of [0, 1] pixels, folded into the patch projection."""
-    d, n, h, f, p, c = (
-        cfg.d_model,
-        cfg.num_heads,
-        cfg.head_dim,
-        cfg.d_ff,
-        cfg.patch_size,
-        cfg.channels,
-    )
-    out = dict(fresh)
-    tokens = 1 + cfg.grid[0] * cfg.grid[1]
-    out["cls_token"] = source.get("embeddings.cls_token", (1, 1, d)).reshape(d)
-    out["pos_embed"] = source.get("embeddings.position_embeddings", (1, tokens, d)).reshape(
-        tokens, d
-    )
-    kernel = source.get("embeddings.patch_embeddings.projection.weight", (d, c, p, p))
-    kernel = kernel.transpose(2, 3, 1, 0)  # [P, P, C, D]
-    bias = source.get("embeddings.patch_embeddings.projection.bias", (d,))
+    d, p, c = cfg.d_model, cfg.patch_size, cfg.channels
+    out = dict(fresh) | read(source, body(cfg), dims(cfg))
+    kernel = source.get(f"{PATCH}.weight", (d, c, p, p)).transpose(2, 3, 1, 0)  # [P, P, C, D]
+    bias = source.get(f"{PATCH}.bias", (d,))
     out["patch_kernel"] = kernel / std[None, None, :, None]
     out["patch_bias"] = bias - np.einsum("pqcd,c->d", kernel, mean / std)
-    for i in range(cfg.num_layers):
-        hf, us = f"encoder.layer.{i}.", f"encoder/layers/{i}/"
-        for name in ("query", "key", "value"):
-            kernel, bias = _dense(source, hf + f"attention.attention.{name}", d, d)
-            out[us + f"self_attn/{name}"] = kernel.reshape(d, n, h)
-            if name != "key" and cfg.use_bias:
-                out[us + f"self_attn/{name}_bias"] = bias.reshape(n, h)
-        kernel, out[us + "self_attn/out_bias"] = _dense(source, hf + "attention.output.dense", d, d)
-        out[us + "self_attn/out"] = kernel.reshape(n, h, d)
-        out[us + "self_attn_norm/scale"] = source.get(hf + "layernorm_before.weight", (d,))
-        out[us + "self_attn_norm/bias"] = source.get(hf + "layernorm_before.bias", (d,))
-        out[us + "ffn_norm/scale"] = source.get(hf + "layernorm_after.weight", (d,))
-        out[us + "ffn_norm/bias"] = source.get(hf + "layernorm_after.bias", (d,))
-        out[us + "ffn/w1"], out[us + "ffn/b1"] = _dense(source, hf + "intermediate.dense", d, f)
-        out[us + "ffn/w2"], out[us + "ffn/b2"] = _dense(source, hf + "output.dense", f, d)
-    out["encoder/final_norm/scale"] = source.get("layernorm.weight", (d,))
-    out["encoder/final_norm/bias"] = source.get("layernorm.bias", (d,))
     fresh_heads = []
     if source.has("classifier.weight"):
-        kernel, out["head_bias"] = _dense(source, "classifier", d, cfg.num_classes)
-        out["head_kernel"] = kernel
+        out |= read(source, CLASSIFIER, dims(cfg))
     else:
         fresh_heads.append("classifier head")
     for name in ("pooler.dense.weight", "pooler.dense.bias"):
@@ -160,44 +152,10 @@ def check_exportable(cfg: VitConfig, where: str) -> None:
 
 def params_to_hf(flat: dict[str, np.ndarray], cfg: VitConfig) -> dict[str, np.ndarray]:
     """ViTForImageClassification's tensors (pixels rescaled to [0, 1], not normalized)."""
-    d = cfg.d_model
-    zeros = np.zeros(d, np.float32)
-
-    def linear(kernel):
-        return np.ascontiguousarray(kernel.T)
-
-    out = {
-        "vit.embeddings.cls_token": flat["cls_token"].reshape(1, 1, d),
-        "vit.embeddings.position_embeddings": flat["pos_embed"][None],
-        "vit.embeddings.patch_embeddings.projection.weight": np.ascontiguousarray(
-            flat["patch_kernel"].transpose(3, 2, 0, 1)
-        ),
-        "vit.embeddings.patch_embeddings.projection.bias": flat["patch_bias"],
-        "vit.layernorm.weight": flat["encoder/final_norm/scale"],
-        "vit.layernorm.bias": flat["encoder/final_norm/bias"],
-        "classifier.weight": linear(flat["head_kernel"]),
-        "classifier.bias": flat["head_bias"],
-    }
-    for i in range(cfg.num_layers):
-        hf, us = f"vit.encoder.layer.{i}.", f"encoder/layers/{i}/"
-        for name in ("query", "key", "value"):
-            out[hf + f"attention.attention.{name}.weight"] = linear(
-                flat[us + f"self_attn/{name}"].reshape(d, d)
-            )
-            bias = flat.get(us + f"self_attn/{name}_bias")
-            out[hf + f"attention.attention.{name}.bias"] = (
-                zeros if bias is None else bias.reshape(d)
-            )
-        out[hf + "attention.output.dense.weight"] = linear(flat[us + "self_attn/out"].reshape(d, d))
-        out[hf + "attention.output.dense.bias"] = flat.get(us + "self_attn/out_bias", zeros)
-        out[hf + "layernorm_before.weight"] = flat[us + "self_attn_norm/scale"]
-        out[hf + "layernorm_before.bias"] = flat[us + "self_attn_norm/bias"]
-        out[hf + "layernorm_after.weight"] = flat[us + "ffn_norm/scale"]
-        out[hf + "layernorm_after.bias"] = flat[us + "ffn_norm/bias"]
-        out[hf + "intermediate.dense.weight"] = linear(flat[us + "ffn/w1"])
-        out[hf + "intermediate.dense.bias"] = flat[us + "ffn/b1"]
-        out[hf + "output.dense.weight"] = linear(flat[us + "ffn/w2"])
-        out[hf + "output.dense.bias"] = flat[us + "ffn/b2"]
+    rows = [row.prefixed("", "vit.") for row in body(cfg)] + CLASSIFIER
+    out = write(flat, rows, dims(cfg))
+    out[f"vit.{PATCH}.weight"] = np.ascontiguousarray(flat["patch_kernel"].transpose(3, 2, 0, 1))
+    out[f"vit.{PATCH}.bias"] = flat["patch_bias"]
     return out
 
 
