@@ -22,6 +22,7 @@ command to type instead (`python -m transformer_jax translate`, or `transformer-
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Mapping
@@ -58,6 +59,25 @@ def deprecated_names(
             stacklevel=stacklevel,
         )
         return getattr(importlib.import_module(home), new_name)
+
+    return __getattr__
+
+
+def moved_names(module: str, new_module: str) -> Callable[[str], object]:
+    """A `__getattr__` for `module` that serves, with a warning, every name `new_module` exports
+    (its `__all__`), imported only when an old name is used; other names raise AttributeError."""
+    homes: dict[str, str] = {}
+
+    @no_type_check  # See deprecated_names.
+    def __getattr__(name: str) -> object:
+        # Dunder lookups (copy, pickle) and the package's own submodules (`from package import
+        # submodule` asks here first) are not old names: the import system goes on.
+        if name.startswith("__") or importlib.util.find_spec(f"{module}.{name}") is not None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        if not homes:
+            exported = importlib.import_module(new_module).__all__
+            homes.update({n: f"{new_module}.{n}" for n in exported})
+        return deprecated_names(module, homes, stacklevel=3)(name)
 
     return __getattr__
 

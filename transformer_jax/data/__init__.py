@@ -31,41 +31,10 @@ from transformer_jax.data.tokenizer import (
     Tokenizer,
     train_tokenizer,
 )
-from transformer_jax.deprecation import deprecated_names
+from transformer_jax.deprecation import moved_names
 
 # Translation's names, which this package re-exported when translation was its only task; they
 # go in the next release. Resolved on use only, so that importing the package stays light.
-__getattr__ = deprecated_names(
-    __name__,
-    {
-        name: f"transformer_jax.data.translation.{name}"
-        for name in (
-            "BATCH_KEYS",
-            "PACKED_KEYS",
-            "EvalBatches",
-            "TokenizedPairs",
-            "TrainIterator",
-            "bucket_lengths",
-            "build_batch",
-            "default_data_config",
-            "embedded_pairs",
-            "filter_by_length",
-            "get_pairs",
-            "load_tokenizer_or_train",
-            "make_eval_batches",
-            "make_train_iterator",
-            "number_pairs",
-            "padded_batch",
-            "read_aligned",
-            "read_shard",
-            "read_tsv",
-            "sample_integers",
-            "shard_range",
-            "tokenize_pairs",
-            "tokenized_split",
-            "validate_data_config",
-        )
-    },
-)
+__getattr__ = moved_names(__name__, "transformer_jax.data.translation")
 
 __all__ = ["BOS_ID", "EOS_ID", "PAD_ID", "UNK_ID", "Tokenizer", "train_tokenizer"]

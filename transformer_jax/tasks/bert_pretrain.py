@@ -159,10 +159,8 @@ class BertPretrainTask(Task):
         `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
         trains fewer pieces)."""
         data = config.data
-        if config.get("init_from"):
-            return {
-                "vocab_size": pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
-            }
+        if from_pretrained := pretrained.init_from_vocab_size(config, cls.name):
+            return from_pretrained
         return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
 
     @classmethod

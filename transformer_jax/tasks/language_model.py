@@ -152,13 +152,7 @@ class LanguageModelTask(Task):
                 raise ValueError(f"config.{name} must be an integer >= 0, got {value!r}.")
         if not isinstance(config.baselines, bool):
             raise ValueError(f"config.baselines must be True or False, got {config.baselines!r}.")
-        pretrained.check_init_from(config)
-        if config.data.tokenizer == "pretrained" and not config.get("init_from"):
-            raise ValueError(
-                "config.data.tokenizer='pretrained' is the tokenizer of a converted checkpoint, "
-                "which comes with it: set --config.init_from=<its workdir> (python -m "
-                "transformer_jax.convert writes one), or use 'sentencepiece' or 'byte'."
-            )
+        pretrained.check_init_from(config, other_tokenizers="'sentencepiece' or 'byte'")
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
@@ -214,10 +208,8 @@ class LanguageModelTask(Task):
         `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
         trains fewer pieces)."""
         data = config.data
-        if config.get("init_from"):
-            return {
-                "vocab_size": pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
-            }
+        if from_pretrained := pretrained.init_from_vocab_size(config, cls.name):
+            return from_pretrained
         if data.tokenizer == "byte":
             return {"vocab_size": ByteTokenizer.vocab_size}
         return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}

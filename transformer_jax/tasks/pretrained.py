@@ -34,8 +34,17 @@ def add_init_from(config: ml_collections.ConfigDict) -> None:
     config.init_fresh = ""  # Comma-separated top-level parameters that start anew, e.g. "pooler".
 
 
-def check_init_from(config: ml_collections.ConfigDict) -> None:
-    """Raises unless `config.init_from` is unset, '' (from scratch) or a path."""
+def check_init_from(config: ml_collections.ConfigDict, other_tokenizers: str = "") -> None:
+    """Raises unless `config.init_from` is unset, '' (from scratch) or a path; for a task whose
+    `data.tokenizer` may be "pretrained" (`other_tokenizers` names its other choices, e.g.
+    "'sentencepiece' or 'byte'"), also unless that tokenizer comes with an `init_from`."""
+    pretrained_tokens = config.data.get("tokenizer") == "pretrained"
+    if other_tokenizers and pretrained_tokens and not config.get("init_from"):
+        raise ValueError(
+            "config.data.tokenizer='pretrained' is the tokenizer of a converted checkpoint, "
+            "which comes with it: set --config.init_from=<its workdir> (python -m "
+            f"transformer_jax convert writes one), or use {other_tokenizers}."
+        )
     init_from = config.get("init_from")
     if init_from is not None and not isinstance(init_from, str):
         raise ValueError(f"config.init_from must be a workdir path or '', got {init_from!r}.")
@@ -44,6 +53,14 @@ def check_init_from(config: ml_collections.ConfigDict) -> None:
             f"config.init_fresh must be a string of comma-separated parameter names (e.g. "
             f"'pooler'), got {config.init_fresh!r}."
         )
+
+
+def init_from_vocab_size(config: ml_collections.ConfigDict, task: str) -> dict[str, Any] | None:
+    """`{"vocab_size": ...}` of the pretrained model a config starts from (`init_from`), or None
+    when it starts from scratch: what a task's `abstract_data_values` gives then."""
+    if not config.get("init_from"):
+        return None
+    return {"vocab_size": pretrained_field(config.init_from, "vocab_size", task)}
 
 
 def init_fresh_names(config: ml_collections.ConfigDict) -> tuple[str, ...]:

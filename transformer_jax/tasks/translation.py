@@ -133,13 +133,7 @@ class TranslationTask(Task):
         _check_count(config, "eval_bleu_sentences", 0)
         _check_count(config, "test_sentences", -1)
         _check_count(config, "decode_batch_size", 1)
-        pretrained.check_init_from(config)
-        if config.data.tokenizer == "pretrained" and not config.get("init_from"):
-            raise ValueError(
-                "config.data.tokenizer='pretrained' is the tokenizer of a converted checkpoint, "
-                "which comes with it: set --config.init_from=<its workdir> (python -m "
-                "transformer_jax.convert writes one), or use 'sentencepiece'."
-            )
+        pretrained.check_init_from(config, other_tokenizers="'sentencepiece'")
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
         super().__init__(config, workdir)
@@ -169,11 +163,10 @@ class TranslationTask(Task):
         `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a tokenizer
         trained on a small corpus has fewer); max_len: data's."""
         data = config.data
-        if config.get("init_from"):
-            vocab_size = pretrained.pretrained_field(config.init_from, "vocab_size", cls.name)
-        else:
-            vocab_size = configured_vocab_size(data.vocab_size, data.spm_model_path)
-        return {"vocab_size": vocab_size, "max_len": data.max_len}
+        vocab = pretrained.init_from_vocab_size(config, cls.name) or {
+            "vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)
+        }
+        return vocab | {"max_len": data.max_len}
 
     @classmethod
     def batch_spec(cls, config, split="train", *, process_count=1):
