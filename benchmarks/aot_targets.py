@@ -97,17 +97,27 @@ def measure(name: str, config, target: str) -> dict:
     }
 
 
+def shown(r: dict) -> dict:
+    """A result's figures in the units the tables show (stored with it as `shown`)."""
+    accessed = r.get("accessed_s")
+    return {
+        "total_gib": r["total_bytes"] / 2**30,
+        "hbm_gib": r["hbm_bytes"] / 2**30,
+        "bound_ms": r["bound_s"] * 1e3,
+        "accessed_ms": None if accessed is None else accessed * 1e3,
+    }
+
+
 def row(r: dict) -> str:
     if r["fits"] is None:
         return f"| {r['model']} | {r['target']} | nothing tried fits | | | | |"
-    flops = r["flops_per_device"]
+    flops, v = r["flops_per_device"], shown(r)
     mark = (">=" if r["loops"] else "") + ("~" if r["flops_estimated"] else "")
-    accessed = r.get("accessed_s")
-    every = "" if accessed is None else f"{mark}{accessed * 1e3:.0f} ms"
+    every = "" if v["accessed_ms"] is None else f"{mark}{v['accessed_ms']:.0f} ms"
     return (
         f"| {r['model']} | {r['target']} | {r['fits']} | "
-        f"{r['total_bytes'] / 2**30:.1f} of {r['hbm_bytes'] / 2**30:.0f} GiB | "
-        f"{mark}{flops:.3g} | {mark}{r['bound_s'] * 1e3:.0f} ms | {every} |"
+        f"{v['total_gib']:.1f} of {v['hbm_gib']:.0f} GiB | "
+        f"{mark}{flops:.3g} | {mark}{v['bound_ms']:.0f} ms | {every} |"
     )
 
 
@@ -116,18 +126,28 @@ def main() -> None:
     parser.add_argument("--models", default="base,big,gpt2_small,bert_base,vit_b16")
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--out", default="benchmarks/results/aot_targets.json")
+    parser.add_argument(
+        "--table",
+        action="store_true",
+        help="Compile nothing: derive the saved results' figures (`shown`), save and print them.",
+    )
     args = parser.parse_args()
     configs = paper_configs()
     out = pathlib.Path(args.out)
     # A rerun of some models and targets replaces their rows and keeps the others.
     results = json.loads(out.read_text()) if out.exists() else []
-    for name in args.models.split(","):
+    for name in [] if args.table else args.models.split(","):
         for target in args.targets.split(","):
             print(f"{name} on {target} ...", file=sys.stderr, flush=True)
             r = measure(name, configs[name], target)
+            if r["fits"] is not None:
+                r["shown"] = shown(r)
             results = [x for x in results if (x["model"], x["target"]) != (name, target)] + [r]
             print(row(r), flush=True)
             out.write_text(json.dumps(results, indent=1) + "\n")  # kept as it goes
+    if args.table:
+        results = [r if r["fits"] is None else r | {"shown": shown(r)} for r in results]
+        out.write_text(json.dumps(results, indent=1) + "\n")
     print(
         "\n| model | target | fits with | memory per chip | FLOPs per step per chip | bound | "
         "all memories |\n|---|---|---|---|---|---|---|"
