@@ -1,9 +1,10 @@
 """transformer_jax: the Transformer of "Attention Is All You Need" in JAX and Flax NNX.
 
-Layers: `nn` (building blocks) -> `models` (the family, by name) -> `inference` (decoding,
-loading, `Translator`, `Generator`, `MaskFiller`, `Classifier`, `Embedder`,
-`ImageClassifier`) -> `tasks` (data, loss, evaluation) -> `training` (the loop) -> `cli` (the
-command lines, and the `transformer-jax` console command).
+Layers: `nn` (building blocks) -> `models` (the family, by name) -> `runs` (a run's workdir:
+written, checked, read; `load_run`) -> `inference` (decoding, `Translator`, `Generator`,
+`MaskFiller`, `Classifier`, `Embedder`, `ImageClassifier`) -> `tasks` (data, loss,
+evaluation) -> `training` (the loop) -> `cli` (the command lines, and the `transformer-jax`
+console command).
 """
 
 import importlib

@@ -1,10 +1,10 @@
-"""Inference: model-free search loops, decoding with a model, loading a workdir, `Translator`,
+"""Inference: model-free search loops, decoding with a model, and the front ends `Translator`,
 `Generator`, `MaskFiller` (BERT fill-mask), `Classifier` (fine-tuned BERT), `Embedder`
 (sentence embeddings from any BERT) and `ImageClassifier` (ViT, with attention maps over the
 patches).
 
-Imports nothing from `transformer_jax.training`: a workdir is read through
-`transformer_jax.runs.layout` and the model registry only.
+Imports nothing from `transformer_jax.training`: a front end loads its run through
+`transformer_jax.runs.load_run`.
 """
 
 from transformer_jax.inference.classifier import Classifier, Prediction
