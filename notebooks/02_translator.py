@@ -226,7 +226,7 @@ if "test" in result:
 # The run logged every metric to `metrics.jsonl` in its workdir (and to TensorBoard):
 
 # %%
-from transformer_jax.plot import read_metrics
+from transformer_jax.runs import read_metrics
 
 metrics = read_metrics(workdir)
 train_rows, eval_rows = metrics["train"], metrics["eval"]

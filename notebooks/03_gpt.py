@@ -274,7 +274,7 @@ result = train_and_evaluate(config, WORKDIR)
 seconds = time.time() - started
 
 # %%
-from transformer_jax.plot import read_metrics
+from transformer_jax.runs import read_metrics
 
 metrics = read_metrics(WORKDIR)
 train_rows, eval_rows = metrics["train"], metrics["eval"]

@@ -384,7 +384,7 @@ print(
 # accuracy starts at chance; the validation split has few pairs, so its curve is noisy.
 
 # %%
-from transformer_jax.plot import read_metrics
+from transformer_jax.runs import read_metrics
 from transformer_jax.tasks.bert_pretrain import most_frequent_token_accuracy
 
 train_ids = np.fromiter((t for d in documents for s in d for t in s), np.int32)

@@ -347,7 +347,7 @@ print(f"\n{config.num_train_steps} steps in {time.time() - started:.0f} s (workd
 # validation digits.
 
 # %%
-from transformer_jax.plot import read_metrics
+from transformer_jax.runs import read_metrics
 
 metrics = read_metrics(workdir)
 train_rows, eval_rows = metrics["train"], metrics["eval"]
@@ -418,10 +418,10 @@ print(
 
 # %% [markdown]
 # The confusion matrix of the ViT's test predictions (rows the true digit, columns the predicted
-# one), drawn by `transformer_jax.plot.plot_confusion`, the function `evaluate` uses:
+# one), drawn by `transformer_jax.plotting.plot_confusion`, the function `evaluate` uses:
 
 # %%
-from transformer_jax.plot import plot_confusion
+from transformer_jax.plotting import plot_confusion
 
 confusion = np.asarray(test["confusion"])
 png = plot_confusion(confusion, names, f"{workdir}/confusion_test.png", title=f"ViT, {workdir}")

@@ -551,7 +551,7 @@ display(Markdown("\n".join(rows)))
 
 # %%
 from configs import tiny
-from transformer_jax.plot import read_metrics
+from transformer_jax.runs import read_metrics
 from transformer_jax.training.loop import train_and_evaluate
 
 config = tiny.get_config()

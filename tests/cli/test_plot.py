@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from transformer_jax.cli.plot import main, read_metrics
+from transformer_jax.cli.plot import main
+from transformer_jax.runs import read_metrics
 
 
 def test_plot_writes_png_and_keeps_last_row_per_step(tmp_path):
@@ -52,7 +53,7 @@ def test_plot_command_errors_are_one_line(tmp_path, capsys):
     ],
 )  # fmt: skip
 def test_every_task_gets_its_own_validation_scores(row, ylabel, labels):
-    from transformer_jax.cli.plot import validation_series
+    from transformer_jax.plotting import validation_series
 
     evals = [{"step": 10, "split": "eval", "loss": 1.0, **row}]
     got_label, series = validation_series(evals)
@@ -62,7 +63,7 @@ def test_every_task_gets_its_own_validation_scores(row, ylabel, labels):
 
 
 def test_the_loss_axis_says_when_labels_are_smoothed(tmp_path):
-    from transformer_jax.cli.plot import loss_label
+    from transformer_jax.plotting import loss_label
 
     assert loss_label(tmp_path) == "loss"  # no config.json
     (tmp_path / "config.json").write_text(json.dumps({"label_smoothing": 0.1}))

@@ -17,7 +17,7 @@ from etils import epath
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
 from tests.train_runs import subprocess_env
 from transformer_jax import Classifier, Generator, MaskFiller, Translator
-from transformer_jax.plot import plot_curves, read_metrics
+from transformer_jax.plotting import plot_curves, read_metrics
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

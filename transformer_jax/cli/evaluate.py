@@ -29,7 +29,7 @@ from absl import flags
 
 from transformer_jax import tasks
 from transformer_jax.cli import common
-from transformer_jax.cli.plot import plot_confusion
+from transformer_jax.plotting import plot_confusion
 from transformer_jax.runs.layout import CheckpointError, Workdir
 from transformer_jax.runs.load import load_run
 from transformer_jax.sharding import make_mesh
