@@ -1,4 +1,4 @@
-"""BERT pretraining on the Python standard library's documentation: offline, about 27 minutes.
+"""BERT pretraining on the Python standard library's documentation: offline, about 30 minutes.
 
     python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert
 
@@ -8,7 +8,7 @@ with new pairs and masks every epoch. At the end it prints the test split's mask
 beside always predicting the most frequent token, and next-sentence accuracy beside chance.
 The workdir then serves `fill_mask` and is the `init_from` of bert_stdlib_classify.py
 (bert_numbers_pair.py starts from bert_bilingual_pretrain.py, this run with numbers mixed in).
-About 27 minutes on 2 CPU cores; its test figures are in docs/bert.md (Pretraining) and the
+About 30 minutes on 2 CPU cores; its test figures are in docs/bert.md (Pretraining) and the
 README's table of main jobs.
 """
 
