@@ -9,7 +9,7 @@ IsNext, and its NotNext B is another integer's French (`data.mix_numbers_negativ
 so the masked LM can read a masked number word from the other language and next-sentence
 prediction must tell the right French from another (XLM's translation language model, Lample
 and Conneau 2019). None of numbers_pair's validation or test integers is among them. The
-workdir is the `init_from` of configs/bert_numbers_pair.py. About 28 minutes on 2 CPU cores;
+workdir is the `init_from` of configs/bert_numbers_pair.py. About 30 minutes on 2 CPU cores;
 its test figures, and fine-tuning from it against from scratch, are in docs/bert.md.
 """
 
