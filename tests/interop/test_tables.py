@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from transformer_jax.interop import bert, ctranslate2, gpt2, marian, vit
+from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tables import Row, read, repeat, same, write
 from transformer_jax.interop.tensors import Source
 from transformer_jax.models.decoder_only.config import DecoderOnlyConfig
@@ -61,7 +62,12 @@ def test_a_part_not_kept_is_written_as_zeros_and_read_back_dropped():
 
 
 def test_used_names_every_parameter_written_from():
-    rows = [same("a", "x.weight", "d"), same("b", "y.weight", "d")]
+    rows = [same("a", "x.weight", "d"), same("b_bias", "y.bias", "d")]
     used = set()
-    write({"a": np.ones(8, np.float32)}, rows, DIMS, used)  # b is absent: zeros, not used.
+    write({"a": np.ones(8, np.float32)}, rows, DIMS, used)  # No bias: zeros, not used.
     assert used == {"a"}
+
+
+def test_a_missing_parameter_that_is_not_a_bias_is_an_error():
+    with pytest.raises(ConversionError, match="x.weight: the model has no parameter 'a'"):
+        write({}, [same("a", "x.weight", "d")], DIMS)

@@ -19,11 +19,16 @@ model lacks (`use_bias=False`). `Dims` are the sizes the shapes are made of.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tensors import Source
+
+# Our parameters a model may lack (biases, with use_bias=False): written as zeros.
+_MAY_LACK = re.compile(r"(_bias|/b[12])$")
 
 Dims = dict[str, int]  # d (model), n (heads), h (head dim), f (feed-forward), v (vocabulary)
 Shape = Callable[[Dims], tuple[int, ...]]
@@ -83,8 +88,12 @@ def write(
     flat: dict[str, np.ndarray], rows: Iterable[Row], dims: Dims, used: set[str] | None = None
 ) -> dict[str, np.ndarray]:
     """Their tensors by name from our parameters by path (zeros for parts not kept, and for
-    parameters the model lacks, such as biases with `use_bias=False`); the paths read are
-    added to `used`."""
+    biases the model lacks, as with `use_bias=False`); the paths read are added to `used`.
+
+    Raises:
+      ConversionError: a parameter other than a bias is missing (a mapping that names a
+        parameter the model does not have).
+    """
     out = {}
     for row in rows:
         parts = []
@@ -93,8 +102,10 @@ def write(
                 parts.append(flat[path])
                 if used is not None:
                     used.add(path)
-            else:
+            elif not path or _MAY_LACK.search(path):
                 parts.append(np.zeros(shape(dims), np.float32))
+            else:
+                raise ConversionError(f"{row.theirs}: the model has no parameter {path!r}.")
         out[row.theirs] = np.ascontiguousarray(row.join(tuple(parts), dims))
     return out
 
