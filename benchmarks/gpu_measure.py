@@ -20,6 +20,9 @@ next one runs:
    without the case that crashed): the base and big translation models, GPT-2 small, BERT-base
    and ViT-B/16 train steps in bfloat16, and decoding; `--only` picks among them.
 
+Steps 3 and 4 run in `--only`'s order, by default the translation models first, then the tests,
+then the other cases: a call cut short keeps what matters most.
+
 Everything runs within `--budget_s` seconds; what is left out for lack of time is recorded.
 Writes gpu_measure.json (and the tests' and children's logs) into `--out`, the same JSON into
 benchmarks/results/ (not in a dry run), and prints a table. Exit status 0 when every step
@@ -55,7 +58,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "gpu_measure.json"
 SITE = pathlib.Path(tempfile.gettempdir()) / "transformer_jax_gpu_site"
 CACHE = pathlib.Path(tempfile.gettempdir()) / "transformer_jax_gpu_jit_cache"
 CASES = ("base", "big", "gpt2_small", "bert_base", "vit_b16", "decoding")  # gpu_throughput's
-STEPS = ("tests", *CASES)  # What --only picks from.
+# What --only picks from, in the order they run by default: the translation models' MFU first,
+# then the tests, then the rest (a call cut short keeps what matters most).
+STEPS = ("base", "big", "tests", "decoding", "gpt2_small", "bert_base", "vit_b16")
 TESTS_BUDGET_S = 240  # At most this much of the budget for the GPU tests.
 BUILD_WHEELS = (
     "python benchmarks/gpu_wheels.py (where the package index is reachable), then carry "
@@ -136,10 +141,12 @@ def child_env(site: pathlib.Path | None, dry_run: bool, *, shared: bool = False)
 
 
 IMPORT_CHECK = """
-import json, jax, ml_collections, grain, pytest, transformer_jax
+import importlib.metadata as md, json, jax, ml_collections, grain, pytest, transformer_jax
 from configs import wmt14_en_de_base
+names = ("jaxlib", "flax", "optax", "orbax-checkpoint", "chex", "numpy", "grain")
 print(json.dumps({"jax": jax.__version__, "backend": jax.default_backend(),
-                  "devices": [d.device_kind for d in jax.devices()]}))
+                  "devices": [d.device_kind for d in jax.devices()],
+                  "versions": {n: md.version(n) for n in names}}))
 """
 
 
@@ -236,6 +243,17 @@ def run_throughput(cases, env, out: pathlib.Path, deadline: float, dry_run: bool
     return rows, meta
 
 
+def groups(only: list[str]) -> list[list[str]]:
+    """`only` cut into runs: ["tests"] alone, consecutive throughput cases together."""
+    runs: list[list[str]] = []
+    for name in only:
+        if name != "tests" and runs and runs[-1] != ["tests"]:
+            runs[-1].append(name)
+        else:
+            runs.append([name])
+    return runs
+
+
 def table(result: dict) -> str:
     """The steps and the measured rows as markdown."""
     lines = ["| step | result | seconds |", "|---|---|---|"]
@@ -273,11 +291,11 @@ def main() -> int:
     only = [c for c in args.only.split(",") if c]
     if set(only) - set(STEPS):
         parser.error(f"--only: unknown {sorted(set(only) - set(STEPS))}; known: {STEPS}")
-    cases = [c for c in only if c in CASES]
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {
-        "meta": {"dry_run": args.dry_run, "python": platform.python_version(),
+        "meta": {"command": " ".join(["python3", *sys.argv]), "dry_run": args.dry_run,
+                 "python": platform.python_version(),
                  "machine": platform.machine(), "cpu_count": os.cpu_count(),
                  "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "budget_s": args.budget_s},
         "steps": [],
@@ -319,20 +337,22 @@ def main() -> int:
         return found
 
     step("imports", imports)
-    if "tests" in only:
-        budget = min(TESTS_BUDGET_S, deadline - time.monotonic())
-        tests_env = child_env(site, args.dry_run, shared=True)
-        step("tests", lambda: run_tests(tests_env, out, budget))
-    if cases:
 
-        def throughput():
-            rows, meta = run_throughput(cases, env, out, deadline, args.dry_run, args.chip)
-            result["rows"], result["meta"]["device"] = rows, meta
-            failed = [r["case"] for r in rows if "error" in r]
-            if failed:
-                raise RuntimeError(f"failed: {', '.join(failed)}")
+    def throughput(group):
+        rows, meta = run_throughput(group, env, out, deadline, args.dry_run, args.chip)
+        result["rows"] += rows
+        result["meta"]["device"] = meta or result["meta"].get("device", {})
+        failed = [r["case"] for r in rows if "error" in r]
+        if failed:
+            raise RuntimeError(f"failed: {', '.join(failed)}")
 
-        step("throughput", throughput)
+    for group in groups(only):  # In --only's order; consecutive cases share one child.
+        if group == ["tests"]:
+            budget = min(TESTS_BUDGET_S, deadline - time.monotonic())
+            tests_env = child_env(site, args.dry_run, shared=True)
+            step("tests", lambda e=tests_env, b=budget: run_tests(e, out, b))
+        else:
+            step("throughput " + ",".join(group), lambda g=group: throughput(g))
     result["meta"]["seconds"] = round(args.budget_s - (deadline - time.monotonic()), 1)
     text = json.dumps(result, indent=1) + "\n"
     (out / "gpu_measure.json").write_text(text)

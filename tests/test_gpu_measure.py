@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from benchmarks import gpu_measure
+from benchmarks import gpu_measure, gpu_results
 from tests.train_runs import subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -33,21 +33,26 @@ def test_dry_run_runs_every_step_and_case_on_the_cpu(tmp_path):
     result = json.loads((tmp_path / "gpu_measure.json").read_text())
     assert result["meta"]["dry_run"] and result["meta"]["device"]["peak_from"] == "--chip=h100"
     steps = {s["name"]: s for s in result["steps"]}
-    assert list(steps) == ["imports", "tests", "throughput"]  # No install in a dry run.
+    # No install in a dry run; --only's default order: the translation models before the tests.
+    assert list(steps) == ["imports", "throughput base,big", "tests",
+                           "throughput decoding,gpt2_small,bert_base,vit_b16"]  # fmt: skip
     assert all(s["ok"] and s["seconds"] >= 0 for s in steps.values()), steps
+    assert steps["imports"]["versions"]["flax"]  # What a failure there would be read against.
     tests = steps["tests"]  # On a CPU every GPU test skips, none fails.
     assert tests["skipped"] > 0 and tests["passed"] == tests["failed"] == 0
 
     rows = result["rows"]
-    assert [r["case"] for r in rows] == [*gpu_measure.CASES[:-1], "decoding", "decoding"]
-    for row in rows[:-2]:
+    assert [r["case"] for r in rows] == [
+        "base", "big", "decoding", "decoding", "gpt2_small", "bert_base", "vit_b16"]  # fmt: skip
+    train = [r for r in rows if r["case"] != "decoding"]
+    for row in train:
         assert TRAIN_KEYS <= set(row), row
         assert row["step_ms"] > 0 and row["model_flops_per_step"] > 0
         assert row["mfu"] is not None and row["mfu_source"] and row["nonfinite_steps"] == 0
         assert row["rows_tried"][-1]["fits"]
-    assert rows[4]["unit"] == "image" and rows[0]["unit"] == "token"
-    assert [r["kind"] for r in rows[-2:]] == ["greedy", "beam 4"]
-    assert all(r["items_per_s"] > 0 for r in rows[-2:])
+    assert train[-1]["unit"] == "image" and train[0]["unit"] == "token"
+    assert [r["kind"] for r in rows[2:4]] == ["greedy", "beam 4"]
+    assert all(r["items_per_s"] > 0 for r in rows[2:4])
 
     table = (tmp_path / "gpu_measure.md").read_text()
     assert "| case | what | batch |" in table and table in proc.stdout
@@ -55,6 +60,12 @@ def test_dry_run_runs_every_step_and_case_on_the_cpu(tmp_path):
         assert f"| {case} |" in table
     # A dry run leaves the measured figures alone.
     assert (results.stat().st_mtime_ns if results.exists() else None) == before
+
+
+def test_only_runs_in_its_order_cases_together():
+    assert gpu_measure.groups(["base", "big", "tests", "vit_b16", "decoding"]) == [
+        ["base", "big"], ["tests"], ["vit_b16", "decoding"]]  # fmt: skip
+    assert gpu_measure.groups(["tests"]) == [["tests"]]
 
 
 def test_without_wheels_it_says_how_to_build_them(tmp_path):
@@ -144,3 +155,27 @@ def test_a_crash_loses_the_case_it_ended_in_not_the_run(tmp_path, monkeypatch, s
     else:  # A crash: started again without the case it ended in.
         assert calls == [["base", "big", "vit_b16"], ["vit_b16"]]
         assert "exit status -11" in rows[1]["error"] and "error" not in rows[2]
+
+
+def _call(rows, *, device="NVIDIA H200", dry_run=False, tests=None):
+    steps = [{"name": "tests", "passed": tests, "ok": True}] if tests is not None else []
+    return {"meta": {"dry_run": dry_run, "device": {"device": device}}, "steps": steps,
+            "rows": rows}  # fmt: skip
+
+
+def test_joining_calls_keeps_each_case_the_last_call_measured():
+    first = _call([{"case": "base", "kind": "train step", "step_ms": 44.0},
+                   {"case": "bert_base", "error": "not run (out of time)"}], tests=19)  # fmt: skip
+    second = _call([{"case": "bert_base", "kind": "train step", "step_ms": 57.0}])
+    third = _call([{"case": "base", "kind": "train step", "step_ms": 48.0}])
+    joined = gpu_results.join([first, second, third])
+    assert [(r["case"], r["step_ms"], r["call"]) for r in joined["rows"]] == [
+        ("base", 48.0, 2), ("bert_base", 57.0, 1)]  # fmt: skip
+    assert joined["tests"]["passed"] == 19 and joined["tests"]["call"] == 0
+    assert len(joined["calls"]) == 3 and joined["device"]["device"] == "NVIDIA H200"
+    with pytest.raises(ValueError, match="dry run"):
+        gpu_results.join([first, _call([], dry_run=True)])
+    with pytest.raises(ValueError, match="different devices"):
+        gpu_results.join([first, _call([], device="NVIDIA H100 80GB HBM3")])
+    with pytest.raises(ValueError, match="no gpu_measure.json"):
+        gpu_results.join([])

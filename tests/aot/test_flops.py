@@ -117,10 +117,52 @@ def test_cudnn_flops_forward_4_and_backward_10(mask, factor):
     assert custom_call_flops(bare) == (4 + 10) * bntsh * factor
 
 
-def test_no_attention_kernels_no_flops():
+def test_no_kernels_no_flops():
     assert custom_call_flops("HloModule m\n\nENTRY %e () -> f32[] {\n}\n") == 0.0
+    # A call of another target, or a cuBLAS call without dimension numbers, adds nothing.
+    text = CUDNN.replace("__cudnn$fmha", "__other$call").replace("CONFIG", "{}")
+    assert custom_call_flops(text) == 0.0
     text = CUDNN.replace("__cudnn$fmha", "__cublas$gemm").replace("CONFIG", "{}")
     assert custom_call_flops(text) == 0.0
+
+
+def _gemm_config(lhs_contracting: str, lhs_batch: str) -> str:
+    return (
+        '{"operation_queue_id":"0","gemm_backend_config":{"selected_algorithm":"0",'
+        '"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":['
+        + lhs_contracting
+        + '],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":['
+        + lhs_batch
+        + '],"rhs_batch_dimensions":[]},"epilogue":"DEFAULT"}}'
+    )
+
+
+# Matrix products of a train step compiled for an H100 as XLA prints them: a projection
+# ([2048, 512] x [512, 1536]) and the attention scores of 64 rows x heads (batched, contracting
+# the head dim 64): cuBLAS calls, whose FLOPs XLA's cost analysis on a GPU leaves out.
+CUBLAS = (
+    "HloModule jit_train_step\n\n"
+    "ENTRY %main (x: bf16[2048,512], w: bf16[512,1536], q: f32[64,256,64], k: f32[64,64,256])"
+    " -> f32[64,256,256] {\n"
+    "  %x = bf16[2048,512]{1,0} parameter(0)\n"
+    "  %w = bf16[512,1536]{1,0} parameter(1)\n"
+    "  %q = f32[64,256,64]{2,1,0} parameter(2)\n"
+    "  %k = f32[64,64,256]{2,1,0} parameter(3)\n"
+    "  %custom-call.371 = (bf16[2048,1536]{1,0}, s8[4194304]{0}) custom-call(%x, %w), "
+    'custom_call_target="__cublas$lt$matmul", metadata={op_name="jit(train_step)/dot_general"}, '
+    "backend_config=" + _gemm_config('"1"', "") + "\n"
+    "  ROOT %custom-call.375 = (f32[64,256,256]{2,1,0}, s8[4194304]{0}) custom-call(%q, %k), "
+    'custom_call_target="__cublas$gemm", backend_config=' + _gemm_config('"2"', '"0"') + "\n"
+    "}\n"
+)
+
+
+def test_cublas_matrix_products_count_2mnk():
+    projection = 2 * 2048 * 1536 * 512
+    scores = 2 * 64 * 256 * 256 * 64
+    assert custom_call_flops(CUBLAS) == projection + scores
+    # Added to an analysis before optimisation, which counts them already: left out.
+    assert custom_call_flops(CUBLAS, gemms=False) == 0.0
 
 
 def _result(**fields) -> report.Compiled:

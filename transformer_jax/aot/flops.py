@@ -1,9 +1,12 @@
-"""FLOPs of the attention kernels that XLA's cost analysis cannot see.
+"""FLOPs of the kernels that XLA's cost analysis cannot see.
 
 XLA counts a custom call's operand and result bytes but not its FLOPs: a program whose
 attention runs as Pallas's splash kernel (TPU) or cuDNN's fused attention (GPU) would report
-its matrix products without attention's. `custom_call_flops` counts them from the calls'
-shapes, per device (the shapes in a compiled program are one device's).
+its matrix products without attention's, and a program compiled for a GPU, whose matrix
+products are cuBLAS calls (`__cublas$gemm`, `__cublas$lt$matmul`), would report almost none of
+them. `custom_call_flops` counts them from the calls' shapes, per device (the shapes in a
+compiled program are one device's). A cuBLAS call of result [..., M, N] contracting K is
+2MNK FLOPs per batch element.
 
 Letters: B batch, N heads, T query length, S key length, H head dim (Hqk of the queries and
 keys, Hv of the values). One product of [T, H] by [H, S] is 2TSH FLOPs; the kernels run:
@@ -31,6 +34,8 @@ import re
 from transformer_jax.aot import hlo
 
 _SPLASH = re.compile(r"^splash_m[hq]a_(fwd|dq|dkv)")
+_CUBLAS = re.compile(r'custom_call_target="__cublas\$(gemm|lt\$matmul)\w*"')
+_LHS_CONTRACTING = re.compile(r'"lhs_contracting_dimensions"\s*:\s*\[([^\]]*)\]')
 _CUDNN = re.compile(r'custom_call_target="__cudnn\$(fmha\w*)"')
 _INTERMEDIATE = re.compile(
     r'"intermediate_tensor_shape"\s*:\s*\{[^{}]*?"dimensions"\s*:\s*\[([^\]]*)\]'
@@ -39,18 +44,21 @@ _MASK = re.compile(r'"mask_type"\s*:\s*"(\w+)"')
 SPLASH_CAUSAL_SCOPE = "splash_attention_causal"
 
 
-def custom_call_flops(hlo_text: str) -> float:
-    """FLOPs per device of the attention custom calls (splash, cuDNN) in an optimised HLO
-    module's text (`compiled.as_text()`): each call counted once, as XLA's cost analysis counts
-    a loop body once. 0.0 when there are none."""
-    if "splash_m" not in hlo_text and "__cudnn$fmha" not in hlo_text:
+def custom_call_flops(hlo_text: str, *, gemms: bool = True) -> float:
+    """FLOPs per device of the custom calls (splash, cuDNN attention and, with `gemms`, cuBLAS
+    matrix products) in an optimised HLO module's text (`compiled.as_text()`): each call counted
+    once, as XLA's cost analysis counts a loop body once. 0.0 when there are none. Leave
+    `gemms` out when the FLOPs they are added to already count the matrix products (an
+    analysis of the program before optimisation)."""
+    calls = ("splash_m", "__cudnn$fmha", *(("__cublas$",) if gemms else ()))
+    if not any(call in hlo_text for call in calls):
         return 0.0
     total = 0.0
     for computation in hlo.parse_module(hlo_text).values():
         shapes = {i.name: i.shape for i in computation.instructions}
         for instruction in computation.instructions:
             if instruction.opcode == "custom-call":
-                total += _call_flops(instruction, shapes)
+                total += _call_flops(instruction, shapes, gemms)
     return total
 
 
@@ -65,7 +73,21 @@ def _float_operands(instruction: hlo.Instruction, shapes: dict[str, str]) -> lis
     return [dims for dtype, dims, _ in listed if dtype.startswith(("f", "bf"))]
 
 
-def _call_flops(instruction: hlo.Instruction, shapes: dict[str, str]) -> float:
+def _gemm_flops(instruction: hlo.Instruction, shapes: dict[str, str]) -> float:
+    """2 x the result's elements x the contracted size, of a cuBLAS call (its result is a
+    tuple: the product, then cuBLAS's workspace bytes)."""
+    contracting = _LHS_CONTRACTING.search(instruction.attributes)
+    result = hlo.arrays(instruction.shape)
+    lhs = hlo.arrays(shapes.get(instruction.operands[0], "")) if instruction.operands else []
+    if not (contracting and result and lhs):
+        return 0.0
+    dims = [int(d.strip(' "')) for d in contracting.group(1).split(",") if d.strip(' "')]
+    return 2.0 * math.prod(result[0][1]) * math.prod(lhs[0][1][d] for d in dims)
+
+
+def _call_flops(instruction: hlo.Instruction, shapes: dict[str, str], gemms: bool) -> float:
+    if _CUBLAS.search(instruction.attributes):
+        return _gemm_flops(instruction, shapes) if gemms else 0.0
     splash = _SPLASH.match(instruction.name)
     cudnn = _CUDNN.search(instruction.attributes)
     if not (splash or cudnn):

@@ -101,10 +101,11 @@ def compile_program(program: Program, target: Target, kernel: str, top_hbm: int 
         raise
     seconds = time.perf_counter() - started
     memory = compiled.memory_analysis()
-    flops, accessed = _cost(compiled, lowered)
+    flops, accessed, optimised = _cost(compiled, lowered)
     text = compiled.as_text() or ""
-    # The target program's own analysis (not a host estimate) misses its custom calls' FLOPs.
-    extra = custom_call_flops(text) if flops is not None else 0.0
+    # The target program's own analysis (not a host estimate) misses its custom calls' FLOPs;
+    # the analysis before optimisation counts the matrix products that became cuBLAS calls.
+    extra = custom_call_flops(text, gemms=optimised) if flops is not None else 0.0
     # The HBM bytes by the compiled layouts: the bound's HBM term on TPUs, whose compiler
     # places arrays in on-chip memory too (GPU programs carry no memory spaces).
     uses = hbm_uses(text) if top_hbm or target.chip.platform == "tpu" else []
@@ -129,9 +130,10 @@ def compile_program(program: Program, target: Target, kernel: str, top_hbm: int 
     )
 
 
-def _cost(compiled, lowered) -> tuple[float | None, float | None]:
-    """(FLOPs, bytes accessed) per device: the compiled program's analysis where the backend
-    gives one (TPU), else XLA's analysis of the program before optimisation (GPU)."""
+def _cost(compiled, lowered) -> tuple[float | None, float | None, bool]:
+    """(FLOPs, bytes accessed) per device, and whether they are the compiled program's: its
+    analysis where the backend gives one (TPU), else XLA's analysis of the program before
+    optimisation (GPU targets compiled on a host)."""
     for source in (compiled, lowered):
         try:
             cost = source.cost_analysis()
@@ -140,8 +142,9 @@ def _cost(compiled, lowered) -> tuple[float | None, float | None]:
         if isinstance(cost, list):
             cost = cost[0] if cost else None
         if cost and cost.get("flops"):
-            return float(cost["flops"]), float(cost.get("bytes accessed", 0.0)) or None
-    return None, None
+            accessed = float(cost.get("bytes accessed", 0.0)) or None
+            return float(cost["flops"]), accessed, source is compiled
+    return None, None, False
 
 
 def count_collectives(hlo_text: str) -> dict[str, int]:

@@ -54,8 +54,9 @@ def chip_peak(device_kind: str) -> float | None:
 
 
 def step_flops(compiled: jax.stages.Compiled, hlo_text: str | None = None) -> float | None:
-    """FLOPs per device of one call of `compiled`: XLA's cost analysis plus the attention
-    kernels' custom calls, which it does not count; None when the backend gives no analysis."""
+    """FLOPs per device of one call of `compiled`: XLA's cost analysis plus the custom calls
+    it does not count (attention kernels; on GPUs, cuBLAS's matrix products); None when the
+    backend gives no analysis."""
     try:
         cost = compiled.cost_analysis()
     except Exception:  # Some backends do not implement it.
