@@ -164,6 +164,12 @@ def _decoder(model, src, max_len, copies, eos_id, use_cache):
 
 
 # ---------------------------------------------------------------------------- compiled loops
+def _loop_args(model, src, max_len: int, bos_id: int, eos_id: int | None, stages: dict) -> dict:
+    """The arguments every decoding loop takes: rows, length, special ids and the stages."""
+    return dict(batch_size=src.shape[0], max_len=max_len, bos_id=bos_id, eos_id=eos_id,
+                pad_id=model.cfg.pad_id, **stages)  # fmt: skip
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("max_len", "greedy", "use_cache", "bos_id", "eos_id"),
@@ -173,18 +179,8 @@ def _sample_compiled(
 ) -> Decoded:
     step, state, stages = _decoder(model, src, max_len, 1, eos_id, use_cache)
     pick = greedy_pick if greedy else sampling_pick(temperature, top_k)
-    return sample_loop(
-        step,
-        state,
-        batch_size=src.shape[0],
-        max_len=max_len,
-        pick_fn=pick,
-        rng=rng,
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=model.cfg.pad_id,
-        **stages,
-    )
+    loop = _loop_args(model, src, max_len, bos_id, eos_id, stages)
+    return sample_loop(step, state, pick_fn=pick, rng=rng, **loop)
 
 
 @functools.partial(
@@ -205,16 +201,11 @@ def _beam_compiled(
     return beam_search_loop(
         step,
         state,
-        batch_size=src.shape[0],
         beam_size=beam_size,
-        max_len=max_len,
         alpha=alpha,
-        bos_id=bos_id,
-        eos_id=eos_id,
-        pad_id=model.cfg.pad_id,
         reorder_fn=reorder_cache if use_cache else gather_rows,
         early_stopping=early_stopping,
-        **stages,
+        **_loop_args(model, src, max_len, bos_id, eos_id, stages),
     )
 
 

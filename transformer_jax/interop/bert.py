@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax.interop.blocks import BERT_LAYER
+from transformer_jax.interop.blocks import BERT_LAYER, encoder_fields, hf_encoder_fields
 from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tables import Dims, Row, dense, norm, read, repeat, same, write
 from transformer_jax.interop.tensors import Source
@@ -56,12 +56,7 @@ def model_config(hf: dict[str, Any], where: str) -> EncoderOnlyConfig:
     labels = hf.get("id2label") or {}
     return EncoderOnlyConfig(
         vocab_size=int(hf["vocab_size"]),
-        num_layers=int(hf["num_hidden_layers"]),
-        d_model=int(hf["hidden_size"]),
-        num_heads=int(hf["num_attention_heads"]),
-        d_ff=int(hf["intermediate_size"]),
-        dropout_rate=float(hf.get("hidden_dropout_prob", 0.1)),
-        attention_dropout_rate=float(hf.get("attention_probs_dropout_prob", 0.1)),
+        **encoder_fields(hf, default_dropout=0.1),
         norm="post",
         activation=_ACTIVATIONS[activation],
         max_len=int(hf["max_position_embeddings"]),
@@ -156,13 +151,8 @@ def config_to_hf(
         "model_type": "bert",
         "architectures": ["BertForSequenceClassification" if labels else "BertForPreTraining"],
         "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.d_model,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "intermediate_size": cfg.d_ff,
+        **hf_encoder_fields(cfg),
         "hidden_act": _EXPORTED[cfg.activation],
-        "hidden_dropout_prob": cfg.dropout_rate,
-        "attention_probs_dropout_prob": cfg.attention_dropout_rate,
         "max_position_embeddings": cfg.max_len,
         "type_vocab_size": cfg.type_vocab_size,
         "layer_norm_eps": cfg.layer_norm_eps,

@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformer_jax.interop.tables import Row, attention, dense, norm
+
+# The encoder's sizes and dropouts as ours and Hugging Face's BERT and ViT configs name them.
+_ENCODER_SIZES = (("num_layers", "num_hidden_layers"), ("d_model", "hidden_size"),
+                  ("num_heads", "num_attention_heads"), ("d_ff", "intermediate_size"))  # fmt: skip
+_ENCODER_DROPOUTS = (("dropout_rate", "hidden_dropout_prob"),
+                     ("attention_dropout_rate", "attention_probs_dropout_prob"))  # fmt: skip
+
+
+def encoder_fields(hf: dict[str, Any], default_dropout: float) -> dict[str, Any]:
+    """Our encoder config's sizes and dropouts from a BERT or ViT `config.json` (a dropout it
+    leaves out is `default_dropout`, the family's own default)."""
+    return {ours: int(hf[theirs]) for ours, theirs in _ENCODER_SIZES} | {
+        ours: float(hf.get(theirs, default_dropout)) for ours, theirs in _ENCODER_DROPOUTS
+    }
+
+
+def hf_encoder_fields(cfg) -> dict[str, Any]:
+    """`encoder_fields`' inverse: the `config.json` entries of `cfg`'s sizes and dropouts."""
+    return {theirs: getattr(cfg, ours) for ours, theirs in _ENCODER_SIZES + _ENCODER_DROPOUTS}
 
 
 def encoder_layer(self_attn: str, attn_norm: str, ffn_norm: str, *, keep_bias: bool = True,

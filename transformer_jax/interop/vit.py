@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from transformer_jax.interop.blocks import encoder_layer
+from transformer_jax.interop.blocks import encoder_fields, encoder_layer, hf_encoder_fields
 from transformer_jax.interop.files import ConversionError
 from transformer_jax.interop.tables import Dims, Row, dense, norm, read, repeat, reshaped, write
 from transformer_jax.interop.tensors import Source
@@ -59,12 +59,7 @@ def model_config(hf: dict[str, Any], where: str, num_classes: int | None = None)
         image_width=width,
         channels=int(hf.get("num_channels", 3)),
         patch_size=int(patch),
-        num_layers=int(hf["num_hidden_layers"]),
-        d_model=int(hf["hidden_size"]),
-        num_heads=int(hf["num_attention_heads"]),
-        d_ff=int(hf["intermediate_size"]),
-        dropout_rate=float(hf.get("hidden_dropout_prob", 0.0)),
-        attention_dropout_rate=float(hf.get("attention_probs_dropout_prob", 0.0)),
+        **encoder_fields(hf, default_dropout=0.0),
         norm="pre",
         activation=_ACTIVATIONS[activation],
         pool="cls",
@@ -166,13 +161,8 @@ def config_to_hf(cfg: VitConfig) -> dict[str, Any]:
         "image_size": cfg.image_height,
         "patch_size": cfg.patch_size,
         "num_channels": cfg.channels,
-        "hidden_size": cfg.d_model,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "intermediate_size": cfg.d_ff,
+        **hf_encoder_fields(cfg),
         "hidden_act": _EXPORTED[cfg.activation],
-        "hidden_dropout_prob": cfg.dropout_rate,
-        "attention_probs_dropout_prob": cfg.attention_dropout_rate,
         "layer_norm_eps": cfg.layer_norm_eps,
         "qkv_bias": cfg.use_bias,
         "id2label": {str(i): f"LABEL_{i}" for i in range(cfg.num_classes)},

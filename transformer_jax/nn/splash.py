@@ -61,16 +61,10 @@ def block_size(length: int) -> int:
 def block_sizes(q_len: int, kv_len: int) -> splash_kernel.BlockSizes:
     """Forward and backward block sizes for padded lengths `q_len` and `kv_len`: blocks as
     large as the lengths allow (up to 512), so each grid step does more work per load."""
-    bq, bkv = block_size(q_len), block_size(kv_len)
+    queries = ("block_q", "block_q_dkv", "block_q_dq")
+    keys = ("block_kv", "block_kv_compute", "block_kv_dkv", "block_kv_dkv_compute", "block_kv_dq")
     return splash_kernel.BlockSizes(
-        block_q=bq,
-        block_kv=bkv,
-        block_kv_compute=bkv,
-        block_q_dkv=bq,
-        block_kv_dkv=bkv,
-        block_kv_dkv_compute=bkv,
-        block_q_dq=bq,
-        block_kv_dq=bkv,
+        **dict.fromkeys(queries, block_size(q_len)), **dict.fromkeys(keys, block_size(kv_len))
     )
 
 

@@ -26,18 +26,16 @@ from transformer_jax import sharding as shd
 from transformer_jax.data.bert import config as bert_config
 from transformer_jax.data.bert import pipeline
 from transformer_jax.data.bert.inputs import real_tokens
-from transformer_jax.data.lm import config as lm_config
-from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference import fill_mask
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import losses, pretrained
 from transformer_jax.tasks.base import (
     ScoreOptions,
     SplitScores,
-    Task,
     check_positions,
     check_split,
 )
+from transformer_jax.tasks.corpus_task import CorpusTask
 from transformer_jax.tasks.shared_fields import check_shared_fields
 from transformer_jax.tasks.split_scores import split_sums
 from transformer_jax.tokens import FIRST_REGULAR_ID
@@ -106,15 +104,13 @@ def most_frequent_token_accuracy(train_ids: np.ndarray, batches) -> float:
     return hits / max(total, 1.0)
 
 
-class BertPretrainTask(Task):
+class BertPretrainTask(CorpusTask):
     """Masked LM + next-sentence prediction with the encoder-only model (BERT)."""
 
     name = "bert_pretrain"
-    absolute_data_paths = staticmethod(lm_config.with_absolute_paths)
     normalizer = "mlm_tokens"
     best_metric = "mlm_accuracy"
     best_mode = "max"
-    model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
     score_kind = "bert"
 
     @classmethod
@@ -154,16 +150,6 @@ class BertPretrainTask(Task):
         return {"vocab_size": self.tokenizer.vocab_size}
 
     @classmethod
-    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
-        """vocab_size: with init_from the pretrained model's; the pieces of
-        `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
-        trains fewer pieces)."""
-        data = config.data
-        if from_pretrained := pretrained.init_from_vocab_size(config, cls.name):
-            return from_pretrained
-        return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
-
-    @classmethod
     def batch_spec(cls, config, split="train", *, process_count=1):
         """The keys of data/bert/pipeline.py: [B, T] inputs and segment ids, [B, P] masked
         positions, targets and weights, [B] NSP labels and weights. B = `rows_per_batch`
@@ -171,7 +157,7 @@ class BertPretrainTask(Task):
         for "eval"; T = data.max_len; P = `max_predictions` (mask_rate of a row, rounded up)."""
         check_split(split)
         data = config.data
-        b = lm_config.rows_per_batch(data) if split == "train" else data.eval_batch_size
+        b = cls.batch_rows(data, split)
         t, p = data.max_len, bert_config.max_predictions(data)
         i32, f32 = jnp.int32, jnp.float32
         shapes = {

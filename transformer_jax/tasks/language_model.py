@@ -27,24 +27,22 @@ from jax.sharding import Mesh
 
 from transformer_jax import sharding as shd
 from transformer_jax import storage
-from transformer_jax.data.byte_tokenizer import ByteTokenizer
 from transformer_jax.data.lm import config as lm_config
 from transformer_jax.data.lm import pipeline
 from transformer_jax.data.lm import rows as lm_rows
 from transformer_jax.data.lm.config import SPLITS
 from transformer_jax.data.lm.sources import read_documents
 from transformer_jax.data.lm.stdlib_corpus import load_stdlib_corpus
-from transformer_jax.data.tokenizer import configured_vocab_size
 from transformer_jax.inference.generator import Generator, generate_program
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import losses, pretrained, text_baselines
 from transformer_jax.tasks.base import (
     ScoreOptions,
     SplitScores,
-    Task,
     check_positions,
     check_split,
 )
+from transformer_jax.tasks.corpus_task import CorpusTask
 from transformer_jax.tasks.shared_fields import (
     LABEL_SMOOTHING,
     Range,
@@ -112,15 +110,13 @@ def comparison_table(metrics: Mapping[str, float]) -> str:
     )
 
 
-class LanguageModelTask(Task):
+class LanguageModelTask(CorpusTask):
     """Next-token prediction with the decoder-only model (GPT)."""
 
     name = "language_model"
-    absolute_data_paths = staticmethod(lm_config.with_absolute_paths)
     normalizer = "tokens"
     best_metric = "bits_per_byte"
     best_mode = "min"
-    model_defining_data_fields = lm_config.MODEL_DEFINING_FIELDS
     score_kind = "lm"
     init_from_hints = {  # vocab_size is the only model field the data decides.
         "vocab_size": "leave config.model.vocab_size unset: the pretrained model's ({value}) "
@@ -203,28 +199,16 @@ class LanguageModelTask(Task):
         return {"vocab_size": self.tokenizer.vocab_size}
 
     @classmethod
-    def abstract_data_values(cls, config: ml_collections.ConfigDict) -> dict[str, Any]:
-        """vocab_size: with init_from the pretrained model's; 260 for byte tokens; the pieces of
-        `data.spm_model_path` when set; else `data.vocab_size`, an upper bound (a small corpus
-        trains fewer pieces)."""
-        data = config.data
-        if from_pretrained := pretrained.init_from_vocab_size(config, cls.name):
-            return from_pretrained
-        if data.tokenizer == "byte":
-            return {"vocab_size": ByteTokenizer.vocab_size}
-        return {"vocab_size": configured_vocab_size(data.vocab_size, data.spm_model_path)}
-
-    @classmethod
     def batch_spec(cls, config, split="train", *, process_count=1):
         """Every key [B, data.max_len] (see data/lm/rows.py), `weights` and `bytes` float32, the
         rest int32; B = `rows_per_batch` (tokens_per_batch / max_len, down to batch_multiple)
         for "train", data.eval_batch_size for "eval". One shape per split."""
         check_split(split)
         data = config.data
-        batch_rows = lm_config.rows_per_batch(data) if split == "train" else data.eval_batch_size
+        rows = cls.batch_rows(data, split)
         return {
             k: jax.ShapeDtypeStruct(
-                (batch_rows, data.max_len), jnp.float32 if k in lm_rows.FLOAT_KEYS else jnp.int32
+                (rows, data.max_len), jnp.float32 if k in lm_rows.FLOAT_KEYS else jnp.int32
             )
             for k in lm_rows.BATCH_KEYS
         }

@@ -118,6 +118,13 @@ def negative_groups(cfg: ml_collections.ConfigDict, documents: Documents) -> dic
     return out
 
 
+def masking(cfg: ml_collections.ConfigDict) -> dict:
+    """`PretrainBatches`' settings that the data config decides: row length, masked positions
+    per row and the masking rate."""
+    return {"max_len": cfg.max_len, "max_predictions": config_lib.max_predictions(cfg),
+            "mask_rate": cfg.mask_rate}  # fmt: skip
+
+
 class PretrainBatches(Sequence):
     """One epoch's batches of pairs, masked on access (random access, no state).
 
@@ -257,10 +264,8 @@ class BertTrainIterator(EpochIterator):
             pairs,
             rng.permutation(len(pairs)),
             rows=self.rows_per_batch,
-            max_len=cfg.max_len,
-            max_predictions=config_lib.max_predictions(cfg),
+            **masking(cfg),
             vocab_size=self._vocab_size,
-            mask_rate=cfg.mask_rate,
             seed=cfg.shuffle_seed,
             epoch=epoch,
             pad_last=False,
@@ -339,10 +344,8 @@ def make_bert_eval_batches(
         pairs,
         np.arange(len(pairs)),
         rows=cfg.eval_batch_size,
-        max_len=cfg.max_len,
-        max_predictions=config_lib.max_predictions(cfg),
+        **masking(cfg),
         vocab_size=tokenizer.vocab_size,
-        mask_rate=cfg.mask_rate,
         seed=cfg.eval_seed,
         epoch=_SPLIT_CODES[split],
         pad_last=True,
