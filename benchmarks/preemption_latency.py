@@ -9,12 +9,16 @@ saved and the exit code. A cloud preemption kills the VM about 30 s after the no
   python benchmarks/preemption_latency.py --config.model.d_model=256 --config.model.d_ff=1024 \
       --config.model.num_encoder_layers=3 --config.model.num_decoder_layers=3
 
-Arguments other than `--after` and `--workdir` go to train.py unchanged.
+Arguments other than `--after`, `--workdir` and `--out` go to train.py unchanged. With `--out`
+the measurement is also recorded in that JSON file (its row for the same train.py arguments
+replaced, the others kept), with the date, machine and versions.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import json
 import pathlib
 import re
 import shutil
@@ -26,12 +30,14 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # for benchmarks.main_job
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--after", type=float, default=45.0, help="seconds of training first")
     parser.add_argument("--workdir", default=None, help="default: a new temporary folder")
+    parser.add_argument("--out", default=None, help="a JSON file to record the row in")
     args, train_args = parser.parse_known_args()
     workdir = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="preemption_"))
     if args.workdir is not None and workdir.exists():
@@ -59,7 +65,23 @@ def main() -> int:
         f"SIGTERM after {args.after:g} s of training: exit code {code} {seconds:.1f} s later, "
         f"saved step {saved[-1] if saved else 'none'} (workdir {workdir})"
     )
+    if args.out:
+        record(pathlib.Path(args.out), {
+            "train_args": train_args, "after_s": args.after, "model": model, "exit_code": code,
+            "seconds": round(seconds, 2), "saved_step": int(saved[-1]) if saved else None,
+        })  # fmt: skip
     return 0 if code == 0 and saved else 1
+
+
+def record(path: pathlib.Path, row: dict) -> None:
+    """Writes `row` into `path`'s rows, replacing the row of the same train.py arguments."""
+    from benchmarks.main_job import machine
+
+    data = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    rows = [r for r in data["rows"] if r["train_args"] != row["train_args"]]
+    row |= {"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+            "jax": importlib.metadata.version("jax")}  # fmt: skip
+    path.write_text(json.dumps({"rows": [*rows, row]}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
