@@ -7,7 +7,8 @@ separated by `/`) and a format:
     <!--fig main_job_default.json:summary/bleu/mean:.2f-->99.53<!--/fig-->
 
 The format is Python's format spec (`.2f`, `.2%`, `,`), or `min` for seconds written as
-"4 min 35 s". Markdown shows only the figure. Rerunning a benchmark rewrites its results file;
+"4 min 35 s". A ratio of two figures of one file is written as two paths joined by `÷`
+(`rows/0/ms/f32÷rows/0/ms/w8a8:.2f`: how many times faster). Markdown shows only the figure. Rerunning a benchmark rewrites its results file;
 then
 
     python benchmarks/figures.py            # rewrites every figure from the results files
@@ -63,13 +64,20 @@ def render(file: str, path: str, spec: str, results: pathlib.Path = RESULTS) -> 
     """The figure a marker names, formatted."""
     source = results / file
     try:
-        value = lookup(json.loads(source.read_text()), path)
+        tree = json.loads(source.read_text())
+        parts = [lookup(tree, part) for part in path.split("÷")]
     except OSError as e:
         raise FigureError(f"{source} cannot be read: {e}") from e
     except FigureError as e:
         raise FigureError(f"{source}: {e}") from e
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise FigureError(f"{source}: {path} is {value!r}, not a number")
+    for part, value in zip(path.split("÷"), parts, strict=True):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise FigureError(f"{source}: {part} is {value!r}, not a number")
+    value = parts[0]
+    for divisor in parts[1:]:
+        if divisor == 0:
+            raise FigureError(f"{source}: {path} divides by zero")
+        value = value / divisor
     if spec == "min":
         return minutes(value)
     try:

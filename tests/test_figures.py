@@ -44,9 +44,19 @@ def test_a_changed_result_is_caught_and_rewritten(tmp_path):
         ("<!--fig r.json:runs/1/acc:.2f-->1<!--/fig-->", "no '1'"),
         ("<!--fig r.json:runs:.2f-->1<!--/fig-->", "not a number"),
         ("<!--fig r.json:runs/0/acc:.2q-->1<!--/fig-->", "format '.2q'"),
+        ("<!--fig r.json:runs/0/acc÷runs/0/zero:.2f-->1<!--/fig-->", "divides by zero"),
+        ("<!--fig r.json:runs/0/acc÷runs:.2f-->1<!--/fig-->", "runs is"),
     ],
 )
 def test_a_marker_that_names_no_figure_is_an_error(tmp_path, marker, message):
-    (tmp_path / "r.json").write_text(json.dumps({"runs": [{"acc": 0.5}]}))
+    (tmp_path / "r.json").write_text(json.dumps({"runs": [{"acc": 0.5, "zero": 0}]}))
     with pytest.raises(figures.FigureError, match=message):
         figures.refresh(marker, tmp_path)
+
+
+def test_a_ratio_of_two_figures_is_derived_from_the_file(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"ms": {"f32": 0.48, "int8": 1.85}}))
+    text = "<!--fig r.json:ms/f32÷ms/int8:.2f-->0<!--/fig-->x"
+    new, changes = figures.refresh(text, tmp_path)
+    assert new == "<!--fig r.json:ms/f32÷ms/int8:.2f-->0.26<!--/fig-->x"
+    assert changes == ["r.json:ms/f32÷ms/int8: 0 -> 0.26"]
