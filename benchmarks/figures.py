@@ -8,8 +8,8 @@ separated by `/`) and a format:
 
 The format is Python's format spec (`.2f`, `.2%`, `,`), or `min` for seconds written as
 "4 min 35 s". A ratio of two figures of one file is written as two paths joined by `÷`
-(`rows/0/ms/f32÷rows/0/ms/w8a8:.2f`: how many times faster). Markdown shows only the figure. Rerunning a benchmark rewrites its results file;
-then
+(`rows/0/ms/f32÷rows/0/ms/w8a8:.2f`: how many times faster). Markdown shows only the figure.
+Rerunning a benchmark rewrites its results file; then
 
     python benchmarks/figures.py            # rewrites every figure from the results files
     python benchmarks/figures.py --check    # lists the stale ones (exit code 1), changes nothing

@@ -24,8 +24,9 @@ Steps 3 and 4 run in `--only`'s order, by default the translation models first, 
 then the other cases: a call cut short keeps what matters most.
 
 Everything runs within `--budget_s` seconds; what is left out for lack of time is recorded.
-Writes gpu_measure.json (and the tests' and children's logs) into `--out`, the same JSON into
-benchmarks/results/ (not in a dry run), and prints a table. Exit status 0 when every step
+Writes gpu_measure.json (and the tests' and children's logs) into `--out`, the same figures
+into benchmarks/results/gpu_measure.json as one joined call (benchmarks/gpu_results.py; not in
+a dry run), and prints a table. Exit status 0 when every step
 passed, 1 otherwise, 2 without the wheels.
 
 `--dry_run`: the same steps on this machine's CPU, the install left out, with tiny models and
@@ -357,7 +358,11 @@ def main() -> int:
     text = json.dumps(result, indent=1) + "\n"
     (out / "gpu_measure.json").write_text(text)
     if not args.dry_run:
-        RESULTS.write_text(text)
+        # The layout of a joined file (gpu_results.py), which the documents' figures read.
+        sys.path.insert(0, str(ROOT))
+        from benchmarks.gpu_results import join
+
+        RESULTS.write_text(json.dumps(join([result]), indent=1) + "\n")
     report = table(result)
     (out / "gpu_measure.md").write_text(report + "\n")
     print(report, flush=True)

@@ -43,7 +43,7 @@ def join(calls: list[dict]) -> dict:
             if "error" not in row:
                 rows[(row["case"], row["kind"])] = {**row, "call": index}
         tests = next((dict(s, call=index) for s in call["steps"] if s["name"] == "tests"), tests)
-    device = next(c["meta"]["device"] for c in reversed(calls) if c["meta"].get("device"))
+    device = next((c["meta"]["device"] for c in reversed(calls) if c["meta"].get("device")), {})
     return {"device": device, "calls": calls, "rows": list(rows.values()), "tests": tests}
 
 

@@ -179,3 +179,10 @@ def test_joining_calls_keeps_each_case_the_last_call_measured():
         gpu_results.join([first, _call([], device="NVIDIA H100 80GB HBM3")])
     with pytest.raises(ValueError, match="no gpu_measure.json"):
         gpu_results.join([])
+
+
+def test_one_call_joins_into_the_layout_the_documents_read():
+    call = _call([{"case": "base", "kind": "train step", "step_ms": 47.9}])
+    call["meta"].pop("device")  # A call whose throughput never started has no device.
+    joined = gpu_results.join([call])
+    assert joined["rows"][0]["step_ms"] == 47.9 and joined["device"] == {}

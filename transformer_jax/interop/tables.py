@@ -151,31 +151,29 @@ def reshaped(ours: str, theirs: str, shape: Sequence[str], ours_shape: Sequence[
     )  # fmt: skip
 
 
-def heads_in(ours: str, theirs: str, transposed: bool = True) -> Row:
-    """A query, key or value kernel `[D, N, H]` stored as a `[D, D]` weight (`transposed`: as
-    `[out, in]`)."""
+def _per_head(ours: str, theirs: str, axes: tuple[str, ...], transposed: bool) -> Row:
+    """A kernel of ours shaped by `axes` (letters of `dims`) stored as a `[D, D]` weight
+    (`transposed`: as `[out, in]`)."""
 
     def split(x, dims):
-        return ((x.T if transposed else x).reshape(dims["d"], dims["n"], dims["h"]),)
+        return ((x.T if transposed else x).reshape(*(dims[a] for a in axes)),)
 
     def join(parts, dims):
         x = parts[0].reshape(dims["d"], dims["d"])
         return x.T if transposed else x
 
-    return Row((ours,), theirs, _dims("d", "d"), (_dims("d", "n", "h"),), split, join)
+    return Row((ours,), theirs, _dims("d", "d"), (_dims(*axes),), split, join)
+
+
+def heads_in(ours: str, theirs: str, transposed: bool = True) -> Row:
+    """A query, key or value kernel `[D, N, H]` stored as a `[D, D]` weight (`transposed`: as
+    `[out, in]`)."""
+    return _per_head(ours, theirs, ("d", "n", "h"), transposed)
 
 
 def heads_out(ours: str, theirs: str, transposed: bool = True) -> Row:
     """An output kernel `[N, H, D]` stored as a `[D, D]` weight (`transposed`: `[out, in]`)."""
-
-    def split(x, dims):
-        return ((x.T if transposed else x).reshape(dims["n"], dims["h"], dims["d"]),)
-
-    def join(parts, dims):
-        x = parts[0].reshape(dims["d"], dims["d"])
-        return x.T if transposed else x
-
-    return Row((ours,), theirs, _dims("d", "d"), (_dims("n", "h", "d"),), split, join)
+    return _per_head(ours, theirs, ("n", "h", "d"), transposed)
 
 
 def head_bias(ours: str, theirs: str) -> Row:
