@@ -250,6 +250,8 @@ def test_conflicting_workdir_is_refused(tmp_path):
     [
         ("--config.model.d_modle=64", "d_modle"),
         ("--config.num_train_steps=many", "num_train_steps"),
+        ("--config.test_beam_size=0", "config.test_beam_size"),
+        ("--config.test_alpha=-1", "config.test_alpha must be a finite number >= 0"),
     ],
 )
 def test_bad_override_names_the_field(tmp_path, override, message):
@@ -272,12 +274,14 @@ def test_end_to_end_on_tfds_mock_data(tmp_path):
         config.checkpoint_every = 3
         config.eval_bleu_sentences = 8
         config.test_sentences = 8
+        config.test_beam_size = 2  # The final test decodes with a beam.
     with tfds.testing.mock_data(num_examples=48):
         result = train_and_evaluate(config, str(tmp_path))
     assert result["step"] == 6
     for key in ("loss", "accuracy", "perplexity", "bleu", "chrf", "exact_match"):
         assert key in result
     assert 0.0 <= result["test"]["bleu"] <= 100.0
+    assert result["test"]["beam_size"] == 2 and result["test"]["sentences"] == 8
     assert "nrefs:1|case:mixed" in result["test"]["bleu_signature"]
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert {r["split"] for r in rows} == {"train", "eval", "test"}

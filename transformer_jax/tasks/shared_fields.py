@@ -55,6 +55,8 @@ TRAINING_NUMBERS = {  # The optimiser's numbers (configs/common.py).
 }
 # `config.label_smoothing`, a field of the tasks whose loss is a smoothed cross-entropy.
 LABEL_SMOOTHING = Range(0.0, True, 1.0, False, "epsilon_ls; 1 would ignore the labels")
+# A beam's length-penalty exponent (GNMT's alpha; 0 = none).
+LENGTH_PENALTY = Range(0.0, True, math.inf, False, "the beam's length-penalty exponent")
 
 
 def check_number(config: ml_collections.ConfigDict, name: str, allowed: Range) -> None:

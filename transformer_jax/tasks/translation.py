@@ -40,6 +40,7 @@ from transformer_jax.tasks.base import (
 )
 from transformer_jax.tasks.shared_fields import (
     LABEL_SMOOTHING,
+    LENGTH_PENALTY,
     check_number,
     check_shared_fields,
 )
@@ -117,6 +118,8 @@ class TranslationTask(Task):
         config.eval_bleu_sentences = 500  # Validation sentences decoded for BLEU at each eval.
         config.decode_batch_size = 64  # Rows per decoding batch.
         config.test_sentences = 0  # Test sentences decoded after the last step; -1 all, 0 none.
+        config.test_beam_size = 1  # Beam size of that final test; 1 = greedy.
+        config.test_alpha = 0.6  # Its length-penalty exponent (§6.1: 0.6) when beam_size > 1.
         pretrained.add_init_from(config)  # A translation model to continue; '': from scratch.
 
     @classmethod
@@ -133,6 +136,8 @@ class TranslationTask(Task):
         _check_count(config, "eval_bleu_sentences", 0)
         _check_count(config, "test_sentences", -1)
         _check_count(config, "decode_batch_size", 1)
+        _check_count(config, "test_beam_size", 1)
+        check_number(config, "test_alpha", LENGTH_PENALTY)
         pretrained.check_init_from(config, other_tokenizers="'sentencepiece'")
 
     def __init__(self, config: ml_collections.ConfigDict, workdir: Workdir):
@@ -237,13 +242,18 @@ class TranslationTask(Task):
         return self._pairs[split]
 
     def evaluate(self, model: nnx.Module, split: str, *, mesh: Mesh):
-        """Greedy (KV-cached) translations of "eval" (`eval_bleu_sentences` of them) or "test"
-        (`test_sentences`; -1 = all), scored with sacreBLEU, chrF and exact match."""
+        """KV-cached translations of "eval" (`eval_bleu_sentences` of them, greedy) or "test"
+        (`test_sentences`, -1 = all; `test_beam_size`), scored with sacreBLEU, chrF and exact
+        match."""
         if split != "eval":
             count = self.config.test_sentences
             scores = None
             if count != 0:
-                options = ScoreOptions(max_examples=max(count, 0))
+                options = ScoreOptions(
+                    max_examples=max(count, 0),
+                    beam_size=self.config.get("test_beam_size", 1),
+                    alpha=self.config.get("test_alpha", 0.6),
+                )
                 scores = self.score_split(model, split, mesh=mesh, options=options)
             return ({}, None) if scores is None else (scores.metrics, scores.report)
         pairs = self.pairs(split)[: self.config.eval_bleu_sentences]
