@@ -7,8 +7,12 @@ measured, so that a recipe's "one change at a time" table is generated from the 
 
 For each NAME=WORKDIR: the config fields whose values differ from `--config` (the run's
 config.json against the config file's get_config(); null for a field the run's config lacks),
-the test record and the validation records of metrics.jsonl. The runs are not retrained;
-their workdirs are recorded.
+the test record and the validation records of metrics.jsonl, and the run's seconds: from its
+config.json being written (the run's start, before data preparation) to its last training
+record (`train_seconds`) and to its test record (`seconds`); of a workdir copied since, or a
+run resumed after a stop, these are not the run's time. The runs are not retrained; their
+workdirs are recorded. `--attach=NAME=FILE` (repeatable) copies a JSON file the runs share into
+the record under NAME, e.g. the manifest of the corpus they trained on.
 """
 
 from __future__ import annotations
@@ -54,9 +58,13 @@ def collect(workdir: pathlib.Path, base: dict) -> dict:
     # A field the config file has and the run's config.json lacks came after the run (the run
     # had its default then): null.
     changed |= {k: None for k in base if k not in ran}
+    started = (workdir / "config.json").stat().st_mtime
+    trained = max(r["time"] for r in rows if r["split"] == "train")
     return {
         "workdir": str(workdir),
         "changed": changed,
+        "train_seconds": round(trained - started, 1),
+        "seconds": round(tests[-1]["time"] - started, 1),
         "test": tests[-1],
         "eval": {str(r["step"]): r for r in rows if r["split"] == "eval"},
     }
@@ -66,8 +74,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="the config the runs are compared to")
     parser.add_argument("--out", required=True, help="the results file to write")
+    parser.add_argument(
+        "--attach", action="append", default=[], help="NAME=FILE: a JSON file to include"
+    )
     parser.add_argument("runs", nargs="+", help="NAME=WORKDIR, one per run")
     args = parser.parse_args(argv)
+    attached = {}
+    for item in args.attach:
+        name, sep, path = item.partition("=")
+        if not sep or name in ("", "config", "date", "runs") or not pathlib.Path(path).is_file():
+            parser.error(f"--attach={item!r} is not NAME=FILE with a new NAME and an existing FILE")
+        attached[name] = json.loads(pathlib.Path(path).read_text())
     base = base_fields(args.config)
     runs = {}
     for item in args.runs:
@@ -76,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{item!r} is not NAME=WORKDIR")
         runs[name] = collect(pathlib.Path(workdir), base)
     record = {"config": args.config, "date": time.strftime("%Y-%m-%d"), "runs": runs}
+    record |= attached
     pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}: {', '.join(runs)}")
 

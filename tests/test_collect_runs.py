@@ -14,14 +14,26 @@ def test_runs_are_collected_with_their_changes(tmp_path):
     fields = collect_runs.base_fields("configs/tiny.py")
     ran = {"num_train_steps": 7, "model": {"d_model": 8}}  # and no other field: all "missing"
     (run / "config.json").write_text(json.dumps(ran))
-    rows = [{"step": 7, "split": "eval", "bleu": 1.0}, {"step": 7, "split": "test", "bleu": 2.0}]
+    started = (run / "config.json").stat().st_mtime  # The run's start.
+    rows = [
+        {"step": 5, "split": "train", "time": started + 30.0},
+        {"step": 7, "split": "train", "time": started + 40.0},
+        {"step": 7, "split": "eval", "time": started + 45.0, "bleu": 1.0},
+        {"step": 7, "split": "test", "time": started + 50.0, "bleu": 2.0},
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "out.json"
-    collect_runs.main(["--config=configs/tiny.py", f"--out={out}", f"short={run}"])
+    (tmp_path / "corpus.json").write_text(json.dumps({"pairs": {"train": 3}}))
+    attach = f"--attach=corpus={tmp_path / 'corpus.json'}"
+    collect_runs.main(["--config=configs/tiny.py", f"--out={out}", attach, f"short={run}"])
+    assert json.loads(out.read_text())["corpus"] == {"pairs": {"train": 3}}
     record = json.loads(out.read_text())["runs"]["short"]
     assert record["changed"]["num_train_steps"] == 7 and record["changed"]["model.d_model"] == 8
     assert record["changed"]["seed"] is None and len(record["changed"]) == len(fields)
     assert record["test"]["bleu"] == 2.0 and record["eval"]["7"]["bleu"] == 1.0
-    (run / "metrics.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    assert record["train_seconds"] == 40.0 and record["seconds"] == 50.0
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
     with pytest.raises(SystemExit, match="no test record"):
         collect_runs.main(["--config=configs/tiny.py", f"--out={out}", f"short={run}"])
+    with pytest.raises(SystemExit):  # argparse's error: the file to attach is missing.
+        collect_runs.main(["--config=configs/tiny.py", f"--out={out}", "--attach=c=no.json", "x=y"])
