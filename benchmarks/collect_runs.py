@@ -7,7 +7,9 @@ measured, so that a recipe's "one change at a time" table is generated from the 
 
 For each NAME=WORKDIR: the config fields whose values differ from `--config` (the run's
 config.json against the config file's get_config(); null for a field the run's config lacks),
-the test record and the validation records of metrics.jsonl, and the run's seconds: from its
+the test record and the validation records of metrics.jsonl, the `evaluate` command's records
+of the workdir (`eval/*.json`, by file name, e.g. the test split greedy from the last
+checkpoint beside the config's beam over averaged checkpoints), and the run's seconds: from its
 config.json being written (the run's start, before data preparation) to its last training
 record (`train_seconds`) and to its test record (`seconds`); of a workdir copied since, or a
 run resumed after a stop, these are not the run's time. The runs are not retrained; their
@@ -67,6 +69,10 @@ def collect(workdir: pathlib.Path, base: dict) -> dict:
         "seconds": round(tests[-1]["time"] - started, 1),
         "test": tests[-1],
         "eval": {str(r["step"]): r for r in rows if r["split"] == "eval"},
+        "evaluations": {
+            path.stem: json.loads(path.read_text())
+            for path in sorted((workdir / "eval").glob("*.json"))
+        },
     }
 
 

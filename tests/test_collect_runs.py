@@ -22,6 +22,8 @@ def test_runs_are_collected_with_their_changes(tmp_path):
         {"step": 7, "split": "test", "time": started + 50.0, "bleu": 2.0},
     ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "eval").mkdir()  # What `transformer-jax evaluate` wrote.
+    (run / "eval" / "test.step7.beam1.json").write_text(json.dumps({"bleu": 3.0}))
     out = tmp_path / "out.json"
     (tmp_path / "corpus.json").write_text(json.dumps({"pairs": {"train": 3}}))
     attach = f"--attach=corpus={tmp_path / 'corpus.json'}"
@@ -32,6 +34,7 @@ def test_runs_are_collected_with_their_changes(tmp_path):
     assert record["changed"]["seed"] is None and len(record["changed"]) == len(fields)
     assert record["test"]["bleu"] == 2.0 and record["eval"]["7"]["bleu"] == 1.0
     assert record["train_seconds"] == 40.0 and record["seconds"] == 50.0
+    assert record["evaluations"] == {"test.step7.beam1": {"bleu": 3.0}}
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
     with pytest.raises(SystemExit, match="no test record"):
         collect_runs.main(["--config=configs/tiny.py", f"--out={out}", f"short={run}"])
