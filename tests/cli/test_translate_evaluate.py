@@ -74,7 +74,7 @@ def test_evaluate_prints_scores_and_writes_hypotheses(tiny_workdir, capsys):
     assert "BLEU " in printed and "nrefs:1|case:mixed|eff:no|tok:13a" in printed
     assert "chrF " in printed and "exact match " in printed
 
-    hyp_path = tiny_workdir / "eval" / "test.step30.beam1.txt"
+    hyp_path = tiny_workdir / "eval" / "test.step30.first8.beam1.txt"
     assert f"hypotheses: {hyp_path}" in printed
     hyps = hyp_path.read_text().split("\n")[:-1]
     pairs = data_lib.get_pairs(Translator.from_checkpoint(tiny_workdir).config.data, "test")
@@ -91,7 +91,9 @@ def test_evaluate_names_averaged_runs(tiny_workdir, capsys):
     argv = [f"--workdir={tiny_workdir}", "--max_sentences=4", "--average_last=3"]
     assert evaluate.main([*argv, "--beam_size=2"]) == 0
     assert "step 30 (average of steps [10, 20, 30])" in capsys.readouterr().out
-    assert (tiny_workdir / "eval" / "test.step30.avg3.beam2.txt").exists()
+    assert (tiny_workdir / "eval" / "test.step30.avg3.first4.beam2.txt").exists()
+    assert evaluate.main([*argv, "--beam_size=2", "--alpha=1.0"]) == 0  # Its own record.
+    assert (tiny_workdir / "eval" / "test.step30.avg3.first4.beam2.alpha1.json").exists()
 
 
 @pytest.mark.parametrize("main", [translate.main, evaluate.main])

@@ -14,8 +14,9 @@ run held out. Each task scores a split with its `score_split` (the one its train
 for the final test), here with the baselines on: compressors and a character bigram beside a
 language model, the most frequent token beside BERT's masked LM, TF-IDF + logistic regression
 beside a text classifier, an RBF SVC and logistic regression beside the ViT. The figures go to
-`<workdir>/eval/<split>.step<S>[.avg<N>].<kind>.json` (S the last step loaded, N the number of
-averaged checkpoints, kind e.g. `beam4`, `lm`, `classify`), a translation run's hypotheses one
+`<workdir>/eval/<split>.step<S>[.avg<N>][.first<M>].<kind>.json` (S the last step loaded, N the
+number of averaged checkpoints, M `--max_sentences`, kind e.g. `beam4`, `beam4.alpha1`
+(a length penalty other than 0.6), `lm`, `classify`), a translation run's hypotheses one
 per line, in the split's order, to the `.txt` file of the same name, and a classifier's
 confusion matrix to a `.confusion.png` picture.
 """
@@ -63,10 +64,15 @@ def load_task(workdir: Workdir, config) -> tasks.Task:
         ) from e
 
 
-def output_stem(split: str, steps: tuple[int, ...] | list[int], kind: str) -> str:
-    """`test.step900.beam4`, or `test.step900.avg5.beam4` for an average of 5 checkpoints."""
+def output_stem(
+    split: str, steps: tuple[int, ...] | list[int], kind: str, max_examples: int = 0
+) -> str:
+    """`test.step900.beam4`, `test.step900.avg5.beam4` for an average of 5 checkpoints,
+    `test.step900.first100.beam4` for the first 100 examples (`--max_sentences`): each
+    scoring its own file, so that one never overwrites another's."""
     average = f".avg{len(steps)}" if len(steps) > 1 else ""
-    return f"{split}.step{steps[-1]}{average}.{kind}"
+    first = f".first{max_examples}" if max_examples else ""
+    return f"{split}.step{steps[-1]}{average}{first}.{kind}"
 
 
 def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
@@ -102,7 +108,7 @@ def evaluate(fv: flags.FlagValues, args: list[str]) -> int:
 
     out_dir = workdir.eval
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = output_stem(fv.split, steps, scores.kind)
+    stem = output_stem(fv.split, steps, scores.kind, fv.max_sentences)
     path = out_dir / f"{stem}.json"
     record = {"split": fv.split, "steps": list(steps), **scores.metrics}
     path.write_text(json.dumps(record, indent=2) + "\n")

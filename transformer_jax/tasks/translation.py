@@ -309,4 +309,7 @@ class TranslationTask(Task):
             f"{100 * scores['exact_match']:.1f}% ({matches}/{len(pairs)})  "
             f"[{scores['bleu_signature']}]"
         )
-        return SplitScores(metrics, report, f"beam{options.beam_size}", outputs=hyps)
+        kind = f"beam{options.beam_size}"
+        if options.beam_size > 1 and options.alpha != ScoreOptions.alpha:
+            kind += f".alpha{options.alpha:g}"  # Another length penalty: another record.
+        return SplitScores(metrics, report, kind, outputs=hyps)
