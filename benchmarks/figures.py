@@ -8,7 +8,8 @@ separated by `/`) and a format:
 
 The format is Python's format spec (`.2f`, `.2%`, `,`), or `min` for seconds written as
 "4 min 35 s". A ratio of two figures of one file is written as two paths joined by `÷`
-(`rows/0/ms/f32÷rows/0/ms/w8a8:.2f`: how many times faster). Markdown shows only the figure.
+(`rows/0/ms/f32÷rows/0/ms/w8a8:.2f`: how many times faster), a difference as two paths joined
+by `−` (U+2212: `runs/a/bleu−runs/b/bleu:+.2f`: how far ahead). Markdown shows only the figure.
 Rerunning a benchmark rewrites its results file; then
 
     python benchmarks/figures.py            # rewrites every figure from the results files
@@ -65,19 +66,26 @@ def render(file: str, path: str, spec: str, results: pathlib.Path = RESULTS) -> 
     source = results / file
     try:
         tree = json.loads(source.read_text())
-        parts = [lookup(tree, part) for part in path.split("÷")]
+        if "÷" in path and "−" in path:
+            raise FigureError(f"{path!r} both divides and subtracts: write one of them")
+        operator = "−" if "−" in path else "÷"
+        paths = path.split(operator)
+        parts = [lookup(tree, part) for part in paths]
     except OSError as e:
         raise FigureError(f"{source} cannot be read: {e}") from e
     except FigureError as e:
         raise FigureError(f"{source}: {e}") from e
-    for part, value in zip(path.split("÷"), parts, strict=True):
+    for part, value in zip(paths, parts, strict=True):
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise FigureError(f"{source}: {part} is {value!r}, not a number")
     value = parts[0]
-    for divisor in parts[1:]:
-        if divisor == 0:
+    for other in parts[1:]:
+        if operator == "−":
+            value = value - other
+        elif other == 0:
             raise FigureError(f"{source}: {path} divides by zero")
-        value = value / divisor
+        else:
+            value = value / other
     if spec == "min":
         return minutes(value)
     try:

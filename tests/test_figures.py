@@ -46,6 +46,8 @@ def test_a_changed_result_is_caught_and_rewritten(tmp_path):
         ("<!--fig r.json:runs/0/acc:.2q-->1<!--/fig-->", "format '.2q'"),
         ("<!--fig r.json:runs/0/acc÷runs/0/zero:.2f-->1<!--/fig-->", "divides by zero"),
         ("<!--fig r.json:runs/0/acc÷runs:.2f-->1<!--/fig-->", "runs is"),
+        ("<!--fig r.json:runs/0/acc−runs:.2f-->1<!--/fig-->", "runs is"),
+        ("<!--fig r.json:runs/0/acc−runs/0/zero÷runs/0/acc:.2f-->1<!--/fig-->", "write one"),
     ],
 )
 def test_a_marker_that_names_no_figure_is_an_error(tmp_path, marker, message):
@@ -60,3 +62,9 @@ def test_a_ratio_of_two_figures_is_derived_from_the_file(tmp_path):
     new, changes = figures.refresh(text, tmp_path)
     assert new == "<!--fig r.json:ms/f32÷ms/int8:.2f-->0.26<!--/fig-->x"
     assert changes == ["r.json:ms/f32÷ms/int8: 0 -> 0.26"]
+
+
+def test_a_difference_of_two_figures_is_derived_from_the_file(tmp_path):
+    (tmp_path / "r.json").write_text(json.dumps({"bleu": {"new": 23.5, "old": 20.25}}))
+    new, _ = figures.refresh("<!--fig r.json:bleu/new−bleu/old:+.2f-->0<!--/fig-->", tmp_path)
+    assert new == "<!--fig r.json:bleu/new−bleu/old:+.2f-->+3.25<!--/fig-->"
