@@ -11,7 +11,9 @@ the test record and the validation records of metrics.jsonl, the `evaluate` comm
 of the workdir (`eval/*.json`, by file name, e.g. the test split greedy from the last
 checkpoint beside the config's beam over averaged checkpoints), and the run's seconds: from its
 config.json being written (the run's start, before data preparation) to its last training
-record (`train_seconds`) and to its test record (`seconds`); of a workdir copied since, or a
+record (`train_seconds`) and to its test record (`seconds`), and the median over its training
+records of each throughput it logs (`per_sec`, e.g. `tokens_per_sec`); of a workdir copied
+since, or a
 run resumed after a stop, these are not the run's time. The runs are not retrained; their
 workdirs are recorded. `--attach=NAME=FILE` (repeatable) copies a JSON file the runs share into
 the record under NAME, e.g. the manifest of the corpus they trained on.
@@ -23,6 +25,7 @@ import argparse
 import importlib.util
 import json
 import pathlib
+import statistics
 import sys
 import time
 
@@ -61,12 +64,15 @@ def collect(workdir: pathlib.Path, base: dict) -> dict:
     # had its default then): null.
     changed |= {k: None for k in base if k not in ran}
     started = (workdir / "config.json").stat().st_mtime
-    trained = max(r["time"] for r in rows if r["split"] == "train")
+    train = [r for r in rows if r["split"] == "train"]
+    trained = max(r["time"] for r in train)
+    rates = sorted({k for r in train for k in r if k.endswith("_per_sec")})
     return {
         "workdir": str(workdir),
         "changed": changed,
         "train_seconds": round(trained - started, 1),
         "seconds": round(tests[-1]["time"] - started, 1),
+        "per_sec": {k: statistics.median(r[k] for r in train if k in r) for k in rates},
         "test": tests[-1],
         "eval": {str(r["step"]): r for r in rows if r["split"] == "eval"},
         "evaluations": {

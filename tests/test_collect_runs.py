@@ -16,8 +16,9 @@ def test_runs_are_collected_with_their_changes(tmp_path):
     (run / "config.json").write_text(json.dumps(ran))
     started = (run / "config.json").stat().st_mtime  # The run's start.
     rows = [
-        {"step": 5, "split": "train", "time": started + 30.0},
-        {"step": 7, "split": "train", "time": started + 40.0},
+        {"step": 5, "split": "train", "time": started + 30.0, "tokens_per_sec": 90.0},
+        {"step": 6, "split": "train", "time": started + 35.0, "tokens_per_sec": 100.0},
+        {"step": 7, "split": "train", "time": started + 40.0, "tokens_per_sec": 130.0},
         {"step": 7, "split": "eval", "time": started + 45.0, "bleu": 1.0},
         {"step": 7, "split": "test", "time": started + 50.0, "bleu": 2.0},
     ]
@@ -34,6 +35,7 @@ def test_runs_are_collected_with_their_changes(tmp_path):
     assert record["changed"]["seed"] is None and len(record["changed"]) == len(fields)
     assert record["test"]["bleu"] == 2.0 and record["eval"]["7"]["bleu"] == 1.0
     assert record["train_seconds"] == 40.0 and record["seconds"] == 50.0
+    assert record["per_sec"] == {"tokens_per_sec": 100.0}
     assert record["evaluations"] == {"test.step7.beam1": {"bleu": 3.0}}
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
     with pytest.raises(SystemExit, match="no test record"):
