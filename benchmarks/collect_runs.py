@@ -13,10 +13,9 @@ checkpoint beside the config's beam over averaged checkpoints), and the run's se
 config.json being written (the run's start, before data preparation) to its last training
 record (`train_seconds`) and to its test record (`seconds`), and the median over its training
 records of each throughput it logs (`per_sec`, e.g. `tokens_per_sec`); of a workdir copied
-since, or a
-run resumed after a stop, these are not the run's time. The runs are not retrained; their
-workdirs are recorded. `--attach=NAME=FILE` (repeatable) copies a JSON file the runs share into
-the record under NAME, e.g. the manifest of the corpus they trained on.
+since, or a run resumed after a stop, these are not the run's time. The runs are not retrained;
+their workdirs are recorded. `--attach=NAME=FILE` (repeatable) copies a JSON file the runs
+share into the record under NAME, e.g. the manifest of the corpus they trained on.
 """
 
 from __future__ import annotations
