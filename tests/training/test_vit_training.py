@@ -5,7 +5,9 @@ errors; attention rollout by its definition."""
 
 import json
 import pathlib
+import shutil
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from PIL import Image
@@ -13,13 +15,18 @@ from PIL import Image
 from tests.train_runs import train_once
 from transformer_jax.cli import classify_image, evaluate
 from transformer_jax.data.images.digits import digits_dataset
-from transformer_jax.inference.image_classifier import ImageClassifier
+from transformer_jax.inference.image_classifier import (
+    ImageClassifier,
+    mirror_averaged_logits,
+    mirrored_probabilities_program,
+    probabilities_program,
+)
 from transformer_jax.inference.patch_attention import (
     attention_rollout,
     patch_attention,
     save_attention_png,
 )
-from transformer_jax.runs.layout import CheckpointError
+from transformer_jax.runs.layout import CheckpointError, Workdir
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +178,52 @@ def test_patch_attention_reads_the_cls_row_on_the_grid_and_draws_it(tmp_path):
         patch_attention(weights, (3, 3), has_cls=True)
     path = save_attention_png(np.ones((4, 6, 1)) * 0.5, maps, tmp_path / "a" / "map.png")
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_mirror_averaged_logits_are_the_log_of_the_mean_probabilities():
+    rng = np.random.default_rng(0)
+    images = rng.random((3, 4, 5, 1)).astype(np.float32)
+    weights = rng.normal(size=(20, 6)).astype(np.float32)
+
+    def logits_fn(x):  # not mirror-symmetric: the pixels' order matters
+        return x.reshape(len(x), -1) @ weights
+
+    def softmax(z):
+        z = np.exp(z - z.max(-1, keepdims=True))
+        return z / z.sum(-1, keepdims=True)
+
+    mean = (softmax(np.asarray(logits_fn(images))) + softmax(logits_fn(images[:, :, ::-1]))) / 2
+    got = np.asarray(mirror_averaged_logits(logits_fn, jnp.asarray(images)))
+    np.testing.assert_allclose(np.exp(got), mean, rtol=1e-5)  # normalised already
+    assert not np.allclose(softmax(logits_fn(images)), mean, atol=1e-3)
+
+
+def test_test_time_flip_scores_each_image_with_its_mirror_in_evaluate_and_the_classifier(
+    vit_run, tmp_path
+):
+    records = {}
+    for name, flip in (("plain", False), ("flipped", True)):  # copies: other tests read vit_run
+        shutil.copytree(vit_run, tmp_path / name)
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["test_time_flip"] is False  # vit_tiny's
+        config["test_time_flip"] = flip
+        (tmp_path / name / "config.json").write_text(json.dumps(config))
+        assert evaluate.main([f"--workdir={tmp_path / name}", "--split=test"]) == 0
+        records[name] = json.loads((tmp_path / name / "eval/test.step100.image.json").read_text())
+    record, plain_record = records["flipped"], records["plain"]
+
+    classifier = ImageClassifier.from_checkpoint(tmp_path / "flipped")
+    plain = ImageClassifier.from_checkpoint(tmp_path / "plain")
+    assert classifier.test_time_flip and not plain.test_time_flip
+    images, labels = _test_digits()
+    probs = np.array([list(p.probabilities.values()) for p in classifier.predict(images)])
+    mirrored = [plain.predict(images), plain.predict(images[:, :, ::-1])]
+    mean = np.mean([[list(p.probabilities.values()) for p in ps] for ps in mirrored], axis=0)
+    np.testing.assert_allclose(probs, mean, atol=1e-5)
+    assert np.mean(probs.argmax(-1) == labels) == pytest.approx(record["accuracy"])
+    assert record["nll"] != pytest.approx(plain_record["nll"])
+    # `transformer-jax compile` compiles the program the classifier serves.
+    for name, program in (("plain", probabilities_program),
+                          ("flipped", mirrored_probabilities_program)):  # fmt: skip
+        workdir = Workdir.at(tmp_path / name)
+        assert evaluate.load_task(workdir, workdir.read_config()).serving_program() is program

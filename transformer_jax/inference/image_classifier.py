@@ -14,11 +14,13 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jaxtyping import Array, Float
 
 from transformer_jax import storage
 from transformer_jax.data.images.folder import read_image
@@ -33,12 +35,32 @@ from transformer_jax.sharding import to_host
 ImageInput = np.ndarray | str | os.PathLike
 
 
+def mirror_averaged_logits(
+    logits_fn: Callable[[Float[Array, "B H W C"]], Float[Array, "B K"]],
+    images: Float[Array, "B H W C"],
+) -> Float[Array, "B K"]:
+    """Test-time flip: log((softmax(f(x)) + softmax(f(x mirrored left-right))) / 2).
+
+    Logits whose softmax is the mean of the two images' class probabilities (and whose
+    cross-entropy is that mean's), so every loss and metric of logits applies unchanged.
+    """
+    plain = jax.nn.log_softmax(logits_fn(images), axis=-1)
+    mirrored = jax.nn.log_softmax(logits_fn(images[:, :, ::-1]), axis=-1)
+    return jnp.logaddexp(plain, mirrored) - jnp.log(2.0)
+
+
 @functools.partial(jax.jit, static_argnums=(0,))
 def _probabilities(graphdef, params, images):
     return jax.nn.softmax(nnx.merge(graphdef, params)(images), axis=-1)
 
 
+@functools.partial(jax.jit, static_argnums=(0,))
+def _mirrored_probabilities(graphdef, params, images):
+    return jax.nn.softmax(mirror_averaged_logits(nnx.merge(graphdef, params), images), axis=-1)
+
+
 probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.
+mirrored_probabilities_program = _mirrored_probabilities  # ... for a test_time_flip run.
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -65,7 +87,9 @@ def as_model_pixels(array: np.ndarray, what: str) -> np.ndarray:
 
 class ImageClassifier(FromCheckpoint):
     """A trained ViT with its label names. `from_checkpoint` serves a configs/vit_*.py run
-    (with `mesh`, batches are split over data and fsdp)."""
+    (with `mesh`, batches are split over data and fsdp). With `test_time_flip` (a run's
+    `config.test_time_flip`) each image's probabilities are the mean of its own and its
+    mirror image's, as the run's validation and test scored them."""
 
     EXPECT = Expect(
         "ImageClassifier",
@@ -81,6 +105,7 @@ class ImageClassifier(FromCheckpoint):
         workdir: Workdir,
         steps,
         mesh: jax.sharding.Mesh | None = None,
+        test_time_flip: bool = False,
     ):
         if len(label_names) != model.cfg.num_classes:
             raise CheckpointError(
@@ -95,6 +120,8 @@ class ImageClassifier(FromCheckpoint):
         )
         self.image_shape = model.cfg.image_shape
         self.mesh = mesh  # The mesh the parameters are sharded over (None: replicated).
+        self.test_time_flip = bool(test_time_flip)
+        self._program = _mirrored_probabilities if test_time_flip else _probabilities
         self._graphdef, self._params = nnx.split(model)
 
     @classmethod
@@ -108,7 +135,8 @@ class ImageClassifier(FromCheckpoint):
                 f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
                 f"rerun train.py on the workdir (it writes labels.json before training)."
             ) from e
-        return cls(run.model, names, workdir, run.steps, run.mesh)
+        flip = bool(run.config.get("test_time_flip", False))  # Runs from before it: none.
+        return cls(run.model, names, workdir, run.steps, run.mesh, test_time_flip=flip)
 
     # ------------------------------------------------------------------------------ inputs
     def prepare(self, images, *, resize: bool = False) -> np.ndarray:
@@ -171,7 +199,7 @@ class ImageClassifier(FromCheckpoint):
             padded = np.zeros((batch_size, *self.image_shape), np.float32)
             padded[: len(chunk)] = chunk  # one compiled shape whatever the count
             with under(self.mesh):
-                probs = _probabilities(self._graphdef, self._params, *on_mesh(self.mesh, padded))
+                probs = self._program(self._graphdef, self._params, *on_mesh(self.mesh, padded))
             probs = to_host(probs)
             for row in probs[: len(chunk)]:
                 named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
@@ -185,6 +213,8 @@ class ImageClassifier(FromCheckpoint):
             raise ValueError(f"attention takes one image, got {len(pixels)}.")
         with under(self.mesh):
             probs, weights = _attention(self._graphdef, self._params, *on_mesh(self.mesh, pixels))
+            if self.test_time_flip:  # The prediction as `predict` makes it; maps: the image's.
+                probs = self._program(self._graphdef, self._params, *on_mesh(self.mesh, pixels))
         row = to_host(probs)[0]
         named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}
         prediction = Prediction(self.label_names[int(np.argmax(row))], named)

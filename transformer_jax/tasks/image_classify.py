@@ -26,6 +26,7 @@ from flax import nnx
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import digits, folder, idx, pipeline, tfds_source
 from transformer_jax.inference import image_classifier
+from transformer_jax.inference.image_classifier import mirror_averaged_logits
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import image_baselines, pretrained
 from transformer_jax.tasks.label_sums import label_sums
@@ -51,9 +52,15 @@ def image_loss(
     rng: jax.Array | None,
     deterministic: bool,
     smoothing: float = 0.0,
+    test_time_flip: bool = False,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """(summed smoothed cross-entropy, metric sums incl. the confusion matrix) of a batch."""
-    logits = model(batch["images"], rng=rng, deterministic=deterministic)  # [B, K]
+    """(summed smoothed cross-entropy, metric sums incl. the confusion matrix) of a batch;
+    deterministic (validation, test) with `test_time_flip`, of the mean of each image's and its
+    mirror image's probabilities."""
+    if deterministic and test_time_flip:
+        logits = mirror_averaged_logits(model, batch["images"])  # [B, K]
+    else:
+        logits = model(batch["images"], rng=rng, deterministic=deterministic)  # [B, K]
     sums = label_sums(logits, batch["labels"], batch["weights"], smoothing=smoothing)
     return sums["loss_sum"], sums
 
@@ -85,12 +92,19 @@ class ImageClassificationTask(LabelTask):
         super().add_config_fields(config)  # baselines: an RBF SVC and logistic regression
         config.label_smoothing = 0.0  # epsilon of the label-smoothed cross-entropy (0 = plain).
         config.baseline_max_train = 10_000  # Images the baselines fit on (SVC grows as N^2).
+        # Validation and test (and ImageClassifier on the run) score the mean of each image's
+        # and its left-right mirror image's probabilities: for classes a mirror keeps.
+        config.test_time_flip = False
         pretrained.add_init_from(config)  # A ViT to fine-tune with a new head; '': from scratch.
 
     @classmethod
     def validate(cls, config: ml_collections.ConfigDict) -> None:
         check_shared_fields(config, cls.name, "vit")
         check_number(config, "label_smoothing", LABEL_SMOOTHING)
+        if not isinstance(config.get("test_time_flip", False), bool):
+            raise ValueError(
+                f"config.test_time_flip must be True or False, got {config.test_time_flip!r}."
+            )
         image_config.validate_image_data_config(config.data)
         cls.check_baselines(config)
         pretrained.check_init_from(config)
@@ -177,6 +191,12 @@ class ImageClassificationTask(LabelTask):
     def probabilities_program():
         return image_classifier.probabilities_program
 
+    def serving_program(self):
+        """With `test_time_flip`, the mirror-averaged probabilities ImageClassifier serves."""
+        if self.config.get("test_time_flip", False):
+            return image_classifier.mirrored_probabilities_program
+        return self.probabilities_program()
+
     def train_iterator(self):
         return pipeline.ImageTrainIterator(self.dataset.splits["train"], self.config.data)
 
@@ -186,7 +206,9 @@ class ImageClassificationTask(LabelTask):
         return pipeline.image_eval_batches(self.dataset.splits[split], self.config.data)
 
     def loss_fn(self, model, batch, rng, deterministic):
-        return image_loss(model, batch, rng, deterministic, float(self.config.label_smoothing))
+        smoothing = float(self.config.label_smoothing)
+        flip = bool(self.config.get("test_time_flip", False))  # Runs from before it: none.
+        return image_loss(model, batch, rng, deterministic, smoothing, flip)
 
     def baseline_lines(self, split: str, metrics: dict) -> list[str]:
         """An RBF SVC and logistic regression on the raw pixels, fitted on the training split."""

@@ -80,13 +80,18 @@ class LabelTask(Task):
         """The jitted serving function `f(graphdef, params, *inputs)` -> class probabilities,
         its inputs in `example_spec`'s order."""
 
+    def serving_program(self):
+        """The program this run's front end serves (`probabilities_program` unless the config
+        asks for another, e.g. test-time flips)."""
+        return self.probabilities_program()
+
     def inference_programs(self, graphdef, params, mesh):
         """The classifier's forward pass (class probabilities) over `data.eval_batch_size`
         examples."""
         rows = self.config.data.eval_batch_size
         inputs = [shd.abstract_input(v.shape, v.dtype, mesh)
                   for v in self.example_spec(self.config, rows).values()]  # fmt: skip
-        program = self.probabilities_program()
+        program = self.serving_program()
         unit = "image" if any(len(v.shape) == 4 for v in inputs) else "row"
         return {"forward": (lambda: program.lower(graphdef, params, *inputs), rows, unit)}
 
