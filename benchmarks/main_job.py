@@ -12,7 +12,8 @@ generated from (benchmarks/figures.py).
 
 A workdir that already holds a test record is read back, not trained again; its time is the
 one recorded before for the same workdir, if any. Run it alone on the machine: the times are
-figures too.
+figures too. XLA_FLAGS, when set, passes to the commands and shows in their record (on a CPU
+host, `XLA_FLAGS=--xla_force_host_platform_device_count=2` splits two cores into two devices).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def run_seed(config: str, workdir: pathlib.Path, seed: int, overrides: list[str]
     cmd = [sys.executable, "train.py", f"--config={config}", f"--workdir={workdir}",
            f"--config.seed={seed}", *overrides]  # fmt: skip
     shown = shlex.join(["python", *cmd[1:]])
+    if os.environ.get("XLA_FLAGS"):  # Inherited by the command (CPU devices, say): shown too.
+        shown = f"XLA_FLAGS={shlex.quote(os.environ['XLA_FLAGS'])} {shown}"
     test = last_test(workdir)
     if test is not None:
         return test, None, shown

@@ -15,7 +15,8 @@ def _finished(workdir, accuracy):
     (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_finished_runs_are_read_back_and_summarised(tmp_path):
+def test_finished_runs_are_read_back_and_summarised(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
     for seed, accuracy in ((0, 0.9), (1, 0.8)):
         _finished(tmp_path / "runs" / f"tiny-s{seed}", accuracy)
     out = tmp_path / "out.json"
@@ -27,7 +28,9 @@ def test_finished_runs_are_read_back_and_summarised(tmp_path):
     assert record["config"] == "configs/tiny.py" and record["versions"]["jax"]
     assert record["machine"]["cores"] >= 1 and record["date"]
     assert [r["seconds"] for r in record["runs"]] == [61.5, None]  # the time recorded before
-    assert record["runs"][1]["command"].endswith("--config.seed=1 --config.num_train_steps=10")
+    command = record["runs"][1]["command"]
+    assert command.endswith("--config.seed=1 --config.num_train_steps=10")
+    assert command.startswith("XLA_FLAGS=--xla_force_host_platform_device_count=2 python train.py")
     assert record["summary"]["accuracy"] == pytest.approx({"mean": 0.85, "min": 0.8, "max": 0.9})
     assert record["summary"]["seconds"] == {"mean": 61.5, "min": 61.5, "max": 61.5}
 
