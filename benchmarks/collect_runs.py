@@ -16,6 +16,8 @@ records of each throughput it logs (`per_sec`, e.g. `tokens_per_sec`); of a work
 since, or a run resumed after a stop, these are not the run's time. The runs are not retrained;
 their workdirs are recorded. `--attach=NAME=FILE` (repeatable) copies a JSON file the runs
 share into the record under NAME, e.g. the manifest of the corpus they trained on.
+`--mean=NAME=RUN,RUN,...` (repeatable) records under `means/NAME` the mean over those runs
+(e.g. seeds) of each number of their test records and of the `evaluate` records they share.
 """
 
 from __future__ import annotations
@@ -81,6 +83,35 @@ def collect(workdir: pathlib.Path, base: dict) -> dict:
     }
 
 
+def mean_record(records: list[dict]) -> dict:
+    """The mean of each number the records share (nested dicts: key by key)."""
+    out = {}
+    for key, first in records[0].items():
+        values = [r.get(key) for r in records]
+        if isinstance(first, dict) and all(isinstance(v, dict) for v in values):
+            out[key] = mean_record(values)
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            out[key] = statistics.mean(values)
+    return out
+
+
+def means(runs: dict, groups: list[str], parser: argparse.ArgumentParser) -> dict:
+    """`--mean=NAME=RUN,RUN,...`: per group, the mean test record and evaluate records."""
+    out = {}
+    for item in groups:
+        name, sep, names = item.partition("=")
+        members = names.split(",") if sep else []
+        if not name or len(members) < 2 or any(m not in runs for m in members):
+            parser.error(f"--mean={item!r} is not NAME=RUN,RUN,... over runs given here")
+        chosen = [runs[m] for m in members]
+        out[name] = {
+            "runs": members,
+            "test": mean_record([r["test"] for r in chosen]),
+            "evaluations": mean_record([r["evaluations"] for r in chosen]),
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="the config the runs are compared to")
@@ -88,12 +119,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--attach", action="append", default=[], help="NAME=FILE: a JSON file to include"
     )
+    parser.add_argument(
+        "--mean", action="append", default=[], help="NAME=RUN,RUN,...: the runs' mean figures"
+    )
     parser.add_argument("runs", nargs="+", help="NAME=WORKDIR, one per run")
     args = parser.parse_args(argv)
     attached = {}
     for item in args.attach:
         name, sep, path = item.partition("=")
-        if not sep or name in ("", "config", "date", "runs") or not pathlib.Path(path).is_file():
+        taken = ("", "config", "date", "runs", "means")
+        if not sep or name in taken or not pathlib.Path(path).is_file():
             parser.error(f"--attach={item!r} is not NAME=FILE with a new NAME and an existing FILE")
         attached[name] = json.loads(pathlib.Path(path).read_text())
     base = base_fields(args.config)
@@ -104,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{item!r} is not NAME=WORKDIR")
         runs[name] = collect(pathlib.Path(workdir), base)
     record = {"config": args.config, "date": time.strftime("%Y-%m-%d"), "runs": runs}
+    if args.mean:
+        record["means"] = means(runs, args.mean, parser)
     record |= attached
     pathlib.Path(args.out).write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}: {', '.join(runs)}")

@@ -42,3 +42,27 @@ def test_runs_are_collected_with_their_changes(tmp_path):
         collect_runs.main(["--config=configs/tiny.py", f"--out={out}", f"short={run}"])
     with pytest.raises(SystemExit):  # argparse's error: the file to attach is missing.
         collect_runs.main(["--config=configs/tiny.py", f"--out={out}", "--attach=c=no.json", "x=y"])
+
+
+def test_the_mean_of_seeds_is_recorded_for_their_test_and_shared_evaluations(tmp_path):
+    names = []
+    for seed, (test, score) in enumerate([(0.5, 0.6), (0.7, 0.9)]):
+        run = tmp_path / f"s{seed}"
+        (run / "eval").mkdir(parents=True)
+        (run / "config.json").write_text(json.dumps({"seed": seed}))
+        rows = [
+            {"step": 3, "split": "train", "time": 1.0},
+            {"step": 3, "split": "test", "time": 2.0, "accuracy": test, "note": "x"},
+        ]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (run / "eval" / "test.step3.image.json").write_text(json.dumps({"accuracy": score}))
+        (run / "eval" / f"only{seed}.json").write_text(json.dumps({"accuracy": 1.0}))
+        names.append(f"s{seed}={run}")
+    out = tmp_path / "out.json"
+    collect_runs.main(["--config=configs/tiny.py", f"--out={out}", "--mean=both=s0,s1", *names])
+    mean = json.loads(out.read_text())["means"]["both"]
+    assert mean["runs"] == ["s0", "s1"] and mean["test"]["accuracy"] == pytest.approx(0.6)
+    assert "note" not in mean["test"] and "step" in mean["test"]
+    assert mean["evaluations"] == {"test.step3.image": {"accuracy": pytest.approx(0.75)}}
+    with pytest.raises(SystemExit):  # argparse's error: a run that was not given.
+        collect_runs.main(["--config=configs/tiny.py", f"--out={out}", "--mean=m=s0,s9", *names])

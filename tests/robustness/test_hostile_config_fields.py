@@ -183,6 +183,7 @@ def test_d_model_not_divisible_by_num_heads_is_refused(name):
         ("gpt_tiny", "sample_top_p=0", "config.sample_top_p must be a number in (0, 1]"),
         ("gpt_tiny", "model.layer_norm_eps=0", "layer_norm_eps must be in (0, 1)"),
         ("vit_tiny", "model.patch_size=0", "patch_size must be a positive integer"),
+        ("vit_tiny", "test_time_shift=5", "config.test_time_shift must be an integer from 0 to 4"),
         ("bert_tiny", "model.norm=middle", "norm='middle' is not one of"),
         ("tiny", "profile_steps=59,3", "profile_steps=(59, 3) is outside the run's steps 1 to 60"),
         ("tiny", "profile_steps=10", "config.profile_steps=(10,): give the first step"),

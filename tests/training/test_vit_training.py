@@ -20,6 +20,7 @@ from transformer_jax.inference.image_classifier import (
     mirror_averaged_logits,
     mirrored_probabilities_program,
     probabilities_program,
+    view_averaged_program,
 )
 from transformer_jax.inference.patch_attention import (
     attention_rollout,
@@ -198,32 +199,41 @@ def test_mirror_averaged_logits_are_the_log_of_the_mean_probabilities():
     assert not np.allclose(softmax(logits_fn(images)), mean, atol=1e-3)
 
 
-def test_test_time_flip_scores_each_image_with_its_mirror_in_evaluate_and_the_classifier(
-    vit_run, tmp_path
-):
+def test_test_time_views_score_each_image_with_its_mirror_and_moves_everywhere(vit_run, tmp_path):
+    """test_time_flip and test_time_shift in evaluate, the classifier and the compiled program."""
     records = {}
-    for name, flip in (("plain", False), ("flipped", True)):  # copies: other tests read vit_run
+    settings = {"plain": (False, 0), "flipped": (True, 0), "shifted": (False, 1)}
+    for name, (flip, shift) in settings.items():  # copies: other tests read vit_run
         shutil.copytree(vit_run, tmp_path / name)
         config = json.loads((tmp_path / name / "config.json").read_text())
-        assert config["test_time_flip"] is False  # vit_tiny's
-        config["test_time_flip"] = flip
+        assert config["test_time_flip"] is False and config["test_time_shift"] == 0  # vit_tiny's
+        config["test_time_flip"], config["test_time_shift"] = flip, shift
         (tmp_path / name / "config.json").write_text(json.dumps(config))
         assert evaluate.main([f"--workdir={tmp_path / name}", "--split=test"]) == 0
         records[name] = json.loads((tmp_path / name / "eval/test.step100.image.json").read_text())
-    record, plain_record = records["flipped"], records["plain"]
 
-    classifier = ImageClassifier.from_checkpoint(tmp_path / "flipped")
     plain = ImageClassifier.from_checkpoint(tmp_path / "plain")
-    assert classifier.test_time_flip and not plain.test_time_flip
     images, labels = _test_digits()
-    probs = np.array([list(p.probabilities.values()) for p in classifier.predict(images)])
-    mirrored = [plain.predict(images), plain.predict(images[:, :, ::-1])]
-    mean = np.mean([[list(p.probabilities.values()) for p in ps] for ps in mirrored], axis=0)
-    np.testing.assert_allclose(probs, mean, atol=1e-5)
-    assert np.mean(probs.argmax(-1) == labels) == pytest.approx(record["accuracy"])
-    assert record["nll"] != pytest.approx(plain_record["nll"])
+
+    def plain_probs(batch):
+        return np.array([list(p.probabilities.values()) for p in plain.predict(batch)])
+
+    padded = np.pad(images, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    moved = [padded[:, 1 - dy : 9 - dy, 1 - dx : 9 - dx] for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+    expected = {
+        "flipped": np.mean([plain_probs(images), plain_probs(images[:, :, ::-1])], axis=0),
+        "shifted": np.mean([plain_probs(m) for m in moved], axis=0),
+    }
+    for name, mean in expected.items():
+        classifier = ImageClassifier.from_checkpoint(tmp_path / name)
+        assert (classifier.test_time_flip, classifier.test_time_shift) == settings[name]
+        probs = np.array([list(p.probabilities.values()) for p in classifier.predict(images)])
+        np.testing.assert_allclose(probs, mean, atol=1e-5)
+        assert np.mean(probs.argmax(-1) == labels) == pytest.approx(records[name]["accuracy"])
+        assert records[name]["nll"] != pytest.approx(records["plain"]["nll"])
     # `transformer-jax compile` compiles the program the classifier serves.
-    for name, program in (("plain", probabilities_program),
-                          ("flipped", mirrored_probabilities_program)):  # fmt: skip
+    programs = {"plain": probabilities_program, "flipped": mirrored_probabilities_program,
+                "shifted": view_averaged_program(False, 1)}  # fmt: skip
+    for name, program in programs.items():
         workdir = Workdir.at(tmp_path / name)
         assert evaluate.load_task(workdir, workdir.read_config()).serving_program() is program

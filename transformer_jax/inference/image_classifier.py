@@ -35,18 +35,56 @@ from transformer_jax.sharding import to_host
 ImageInput = np.ndarray | str | os.PathLike
 
 
+def scoring_views(
+    images: Float[Array, "B H W C"], flip: bool, shift: int
+) -> list[Float[Array, "B H W C"]]:
+    """What test-time augmentation scores: the images (and, with `flip`, their left-right
+    mirror images), each moved by every offset (dy, dx) with |dy|, |dx| <= `shift` pixels,
+    the vacated border 0 as in training's `random_shift`: 2 * (2 * shift + 1)^2 views with
+    `flip`, (2 * shift + 1)^2 without (the unmoved images first)."""
+    bases = [images, images[:, :, ::-1]] if flip else [images]
+    if shift == 0:
+        return bases
+    _, h, w, _ = images.shape
+    offsets = [(0, 0)] + [
+        (dy, dx)
+        for dy in range(-shift, shift + 1)
+        for dx in range(-shift, shift + 1)
+        if (dy, dx) != (0, 0)
+    ]
+    pad = ((0, 0), (shift, shift), (shift, shift), (0, 0))
+    padded = [jnp.pad(base, pad) for base in bases]  # [B, H + 2 shift, W + 2 shift, C] each
+    # out[y, x] = image[y - dy, x - dx] = padded[y - dy + shift, x - dx + shift], as
+    # random_shift moves an image.
+    return [
+        p[:, shift - dy : shift - dy + h, shift - dx : shift - dx + w]
+        for dy, dx in offsets
+        for p in padded
+    ]
+
+
+def view_averaged_logits(
+    logits_fn: Callable[[Float[Array, "B H W C"]], Float[Array, "B K"]],
+    images: Float[Array, "B H W C"],
+    flip: bool = True,
+    shift: int = 0,
+) -> Float[Array, "B K"]:
+    """Test-time augmentation: log of the mean over `scoring_views` of softmax(f(view)).
+
+    Logits whose softmax is the mean of the views' class probabilities (and whose
+    cross-entropy is that mean's), so every loss and metric of logits applies unchanged.
+    """
+    views = scoring_views(images, flip, shift)
+    log_probs = jnp.stack([jax.nn.log_softmax(logits_fn(v), axis=-1) for v in views])
+    return jax.nn.logsumexp(log_probs, axis=0) - jnp.log(float(len(views)))
+
+
 def mirror_averaged_logits(
     logits_fn: Callable[[Float[Array, "B H W C"]], Float[Array, "B K"]],
     images: Float[Array, "B H W C"],
 ) -> Float[Array, "B K"]:
-    """Test-time flip: log((softmax(f(x)) + softmax(f(x mirrored left-right))) / 2).
-
-    Logits whose softmax is the mean of the two images' class probabilities (and whose
-    cross-entropy is that mean's), so every loss and metric of logits applies unchanged.
-    """
-    plain = jax.nn.log_softmax(logits_fn(images), axis=-1)
-    mirrored = jax.nn.log_softmax(logits_fn(images[:, :, ::-1]), axis=-1)
-    return jnp.logaddexp(plain, mirrored) - jnp.log(2.0)
+    """Test-time flip: log((softmax(f(x)) + softmax(f(x mirrored left-right))) / 2)."""
+    return view_averaged_logits(logits_fn, images, flip=True, shift=0)
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -54,13 +92,23 @@ def _probabilities(graphdef, params, images):
     return jax.nn.softmax(nnx.merge(graphdef, params)(images), axis=-1)
 
 
-@functools.partial(jax.jit, static_argnums=(0,))
-def _mirrored_probabilities(graphdef, params, images):
-    return jax.nn.softmax(mirror_averaged_logits(nnx.merge(graphdef, params), images), axis=-1)
+@functools.cache
+def view_averaged_program(flip: bool, shift: int) -> Callable:
+    """The jitted `f(graphdef, params, images)` -> the mean of `scoring_views`' class
+    probabilities (one program per setting; `_probabilities` when there is one view)."""
+    if not flip and shift == 0:
+        return _probabilities
+
+    @functools.partial(jax.jit, static_argnums=(0,))
+    def averaged(graphdef, params, images):
+        logits = view_averaged_logits(nnx.merge(graphdef, params), images, flip, shift)
+        return jax.nn.softmax(logits, axis=-1)
+
+    return averaged
 
 
 probabilities_program = _probabilities  # What `transformer_jax.aot` compiles ahead of time.
-mirrored_probabilities_program = _mirrored_probabilities  # ... for a test_time_flip run.
+mirrored_probabilities_program = view_averaged_program(True, 0)  # ... for a test_time_flip run.
 
 
 @functools.partial(jax.jit, static_argnums=(0,))
@@ -87,9 +135,10 @@ def as_model_pixels(array: np.ndarray, what: str) -> np.ndarray:
 
 class ImageClassifier(FromCheckpoint):
     """A trained ViT with its label names. `from_checkpoint` serves a configs/vit_*.py run
-    (with `mesh`, batches are split over data and fsdp). With `test_time_flip` (a run's
-    `config.test_time_flip`) each image's probabilities are the mean of its own and its
-    mirror image's, as the run's validation and test scored them."""
+    (with `mesh`, batches are split over data and fsdp). With `test_time_flip` or
+    `test_time_shift` (a run's config fields of those names) each image's probabilities are
+    the mean over its `scoring_views` (its mirror image; its moves by up to that many
+    pixels), as the run's validation and test scored them."""
 
     EXPECT = Expect(
         "ImageClassifier",
@@ -106,6 +155,7 @@ class ImageClassifier(FromCheckpoint):
         steps,
         mesh: jax.sharding.Mesh | None = None,
         test_time_flip: bool = False,
+        test_time_shift: int = 0,
     ):
         if len(label_names) != model.cfg.num_classes:
             raise CheckpointError(
@@ -121,7 +171,8 @@ class ImageClassifier(FromCheckpoint):
         self.image_shape = model.cfg.image_shape
         self.mesh = mesh  # The mesh the parameters are sharded over (None: replicated).
         self.test_time_flip = bool(test_time_flip)
-        self._program = _mirrored_probabilities if test_time_flip else _probabilities
+        self.test_time_shift = int(test_time_shift)
+        self._program = view_averaged_program(self.test_time_flip, self.test_time_shift)
         self._graphdef, self._params = nnx.split(model)
 
     @classmethod
@@ -135,8 +186,10 @@ class ImageClassifier(FromCheckpoint):
                 f"{workdir.labels_json}: missing or unreadable ({e}). It lists the class names; "
                 f"rerun train.py on the workdir (it writes labels.json before training)."
             ) from e
-        flip = bool(run.config.get("test_time_flip", False))  # Runs from before it: none.
-        return cls(run.model, names, workdir, run.steps, run.mesh, test_time_flip=flip)
+        flip = bool(run.config.get("test_time_flip", False))  # Runs from before them: none.
+        shift = int(run.config.get("test_time_shift", 0))
+        views = {"test_time_flip": flip, "test_time_shift": shift}
+        return cls(run.model, names, workdir, run.steps, run.mesh, **views)
 
     # ------------------------------------------------------------------------------ inputs
     def prepare(self, images, *, resize: bool = False) -> np.ndarray:
@@ -213,7 +266,7 @@ class ImageClassifier(FromCheckpoint):
             raise ValueError(f"attention takes one image, got {len(pixels)}.")
         with under(self.mesh):
             probs, weights = _attention(self._graphdef, self._params, *on_mesh(self.mesh, pixels))
-            if self.test_time_flip:  # The prediction as `predict` makes it; maps: the image's.
+            if self._program is not _probabilities:  # As `predict` makes it; maps: the image's.
                 probs = self._program(self._graphdef, self._params, *on_mesh(self.mesh, pixels))
         row = to_host(probs)[0]
         named = {n: float(p) for n, p in zip(self.label_names, row, strict=True)}

@@ -26,7 +26,7 @@ from flax import nnx
 from transformer_jax.data.images import config as image_config
 from transformer_jax.data.images import digits, folder, idx, pipeline, tfds_source
 from transformer_jax.inference import image_classifier
-from transformer_jax.inference.image_classifier import mirror_averaged_logits
+from transformer_jax.inference.image_classifier import view_averaged_logits
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import image_baselines, pretrained
 from transformer_jax.tasks.label_sums import label_sums
@@ -53,12 +53,13 @@ def image_loss(
     deterministic: bool,
     smoothing: float = 0.0,
     test_time_flip: bool = False,
+    test_time_shift: int = 0,
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """(summed smoothed cross-entropy, metric sums incl. the confusion matrix) of a batch;
-    deterministic (validation, test) with `test_time_flip`, of the mean of each image's and its
-    mirror image's probabilities."""
-    if deterministic and test_time_flip:
-        logits = mirror_averaged_logits(model, batch["images"])  # [B, K]
+    deterministic (validation, test) with `test_time_flip` or `test_time_shift`, of the mean
+    of the class probabilities of each image's `scoring_views`."""
+    if deterministic and (test_time_flip or test_time_shift):
+        logits = view_averaged_logits(model, batch["images"], test_time_flip, test_time_shift)
     else:
         logits = model(batch["images"], rng=rng, deterministic=deterministic)  # [B, K]
     sums = label_sums(logits, batch["labels"], batch["weights"], smoothing=smoothing)
@@ -95,6 +96,9 @@ class ImageClassificationTask(LabelTask):
         # Validation and test (and ImageClassifier on the run) score the mean of each image's
         # and its left-right mirror image's probabilities: for classes a mirror keeps.
         config.test_time_flip = False
+        # ... and of the image moved by every offset of up to this many pixels in y and x
+        # (0: none), (2 * shift + 1)^2 times the cost of scoring (docs/vit.md).
+        config.test_time_shift = 0
         pretrained.add_init_from(config)  # A ViT to fine-tune with a new head; '': from scratch.
 
     @classmethod
@@ -104,6 +108,12 @@ class ImageClassificationTask(LabelTask):
         if not isinstance(config.get("test_time_flip", False), bool):
             raise ValueError(
                 f"config.test_time_flip must be True or False, got {config.test_time_flip!r}."
+            )
+        shift = config.get("test_time_shift", 0)
+        if isinstance(shift, bool) or not isinstance(shift, int) or not 0 <= shift <= 4:
+            raise ValueError(
+                f"config.test_time_shift must be an integer from 0 to 4 (pixels; 1 scores 9 "
+                f"moves of each image), got {shift!r}."
             )
         image_config.validate_image_data_config(config.data)
         cls.check_baselines(config)
@@ -192,10 +202,13 @@ class ImageClassificationTask(LabelTask):
         return image_classifier.probabilities_program
 
     def serving_program(self):
-        """With `test_time_flip`, the mirror-averaged probabilities ImageClassifier serves."""
-        if self.config.get("test_time_flip", False):
-            return image_classifier.mirrored_probabilities_program
-        return self.probabilities_program()
+        """With `test_time_flip` or `test_time_shift`, the view-averaged probabilities
+        ImageClassifier serves."""
+        flip = bool(self.config.get("test_time_flip", False))
+        return image_classifier.view_averaged_program(flip, self.test_time_shift())
+
+    def test_time_shift(self) -> int:
+        return int(self.config.get("test_time_shift", 0))  # Runs from before it: none.
 
     def train_iterator(self):
         return pipeline.ImageTrainIterator(self.dataset.splits["train"], self.config.data)
@@ -208,7 +221,8 @@ class ImageClassificationTask(LabelTask):
     def loss_fn(self, model, batch, rng, deterministic):
         smoothing = float(self.config.label_smoothing)
         flip = bool(self.config.get("test_time_flip", False))  # Runs from before it: none.
-        return image_loss(model, batch, rng, deterministic, smoothing, flip)
+        shift = self.test_time_shift()
+        return image_loss(model, batch, rng, deterministic, smoothing, flip, shift)
 
     def baseline_lines(self, split: str, metrics: dict) -> list[str]:
         """An RBF SVC and logistic regression on the raw pixels, fitted on the training split."""
