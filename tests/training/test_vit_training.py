@@ -237,3 +237,23 @@ def test_test_time_views_score_each_image_with_its_mirror_and_moves_everywhere(v
     for name, program in programs.items():
         workdir = Workdir.at(tmp_path / name)
         assert evaluate.load_task(workdir, workdir.read_config()).serving_program() is program
+
+
+def test_interpolated_weights_score_each_checkpoint_at_the_ends(vit_run, tmp_path):
+    """benchmarks/interpolate_weights.py (WiSE-FT): alpha 0 is one checkpoint, 1 the other."""
+    from benchmarks import interpolate_weights
+
+    out = tmp_path / "interpolation.json"
+    interpolate_weights.main([f"--workdir={vit_run}", "--from_step=50", "--to_step=100",
+                              "--alphas=0,0.5,1", f"--out={out}"])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["alpha"] for r in rows] == [0.0, 0.5, 1.0]
+    images, labels = _test_digits()
+    for row, step in ((rows[0], 50), (rows[2], 100)):
+        classifier = ImageClassifier.from_checkpoint(vit_run, step=step)
+        probs = np.array([list(p.probabilities.values()) for p in classifier.predict(images)])
+        assert row["test"]["accuracy"] == pytest.approx(np.mean(probs.argmax(-1) == labels))
+        assert row["eval"]["examples"] == 180
+    with pytest.raises(SystemExit, match="each must lie in"):
+        interpolate_weights.main([f"--workdir={vit_run}", "--from_step=50", "--to_step=100",
+                                  "--alphas=0,2"])  # fmt: skip
