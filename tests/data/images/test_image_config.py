@@ -28,6 +28,7 @@ def test_defaults_are_valid():
         (dict(source="cifar"), "source"),
         (dict(source="folder"), "folder_train"),
         (dict(random_shift=-1), "random_shift"),
+        (dict(random_shift_from_epoch=-1), "random_shift_from_epoch"),
         (dict(random_rotate=-5.0), "random_rotate"),
         (dict(random_scale=0.6), "random_scale"),
         (dict(batch_size=60), "batch_size"),

@@ -112,6 +112,23 @@ def test_augmentation_shifts_images_differently_each_epoch(split):
     np.testing.assert_array_equal(plain["images"], split.images[plain["labels"]])
 
 
+def test_shifts_start_at_random_shift_from_epoch(split):
+    cfg = config(random_shift=1, random_flip=True, random_shift_from_epoch=1)
+    late = take(ImageTrainIterator(split, cfg, process_count=1), 8)  # epochs 0 and 1
+    flip_only = take(ImageTrainIterator(split, config(random_shift=0, random_flip=True),
+                                        process_count=1), 4)  # fmt: skip
+    from_start = take(ImageTrainIterator(split, config(random_shift=1, random_flip=True),
+                                         process_count=1), 8)  # fmt: skip
+    assert_same_batches(late[:4], flip_only)  # epoch 0: mirrored, never moved
+    assert_same_batches(late[4:], from_start[4:])  # epoch 1: as without the field
+    epoch0 = zip(late[:4], from_start[:4], strict=True)
+    assert not all(np.array_equal(a["images"], b["images"]) for a, b in epoch0)
+    state = ImageTrainIterator(split, cfg, process_count=1).get_state()
+    with pytest.raises(ValueError, match="fingerprint"):
+        ImageTrainIterator(split, config(random_shift=1, random_flip=True),
+                           process_count=1).set_state(state)  # fmt: skip
+
+
 def test_rotation_and_scaling_are_seeded_and_change_the_fingerprint(split):
     cfg = config(random_shift=0, random_rotate=15.0, random_scale=0.1)
     a = take(ImageTrainIterator(split, cfg, process_index=0, process_count=1), 3)

@@ -78,6 +78,7 @@ def default_image_data_config() -> ml_collections.ConfigDict:
     c.random_rotate = 0.0  # Max degrees an image turns either way (bilinear); 0 = off.
     c.random_scale = 0.0  # Max relative change of size, e.g. 0.1 = 90% to 110%; 0 = off.
     c.random_shift = 1  # Max pixels an image moves in x and in y (border filled with 0); 0 = off.
+    c.random_shift_from_epoch = 0  # Epochs before this one (0-based) are not shifted; 0 = all.
     c.random_flip = False  # Mirror left-right with probability 1/2 (digits are not symmetric).
     return c
 
@@ -187,6 +188,7 @@ def validate_image_data_config(cfg: ml_collections.ConfigDict) -> None:
         _check_idx(cfg)
     check_batching(cfg)
     check_int(cfg, "random_shift", 0)
+    check_int(cfg, "random_shift_from_epoch", 0)
     for field, top in (("random_rotate", 180), ("random_scale", 0.5)):
         value = cfg[field]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= top:

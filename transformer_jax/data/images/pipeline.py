@@ -88,6 +88,8 @@ def fingerprint(split: ImageSplit, cfg: ml_collections.ConfigDict) -> str:
     settings = (cfg.batch_size, cfg.shuffle_seed, cfg.random_shift, cfg.random_flip)
     if cfg.random_rotate or cfg.random_scale:  # Absent before these existed: same fingerprint.
         settings += (float(cfg.random_rotate), float(cfg.random_scale))
+    if cfg.random_shift_from_epoch:
+        settings += (f"shift_from_epoch={cfg.random_shift_from_epoch}",)
     digest.update("/".join(map(str, settings)).encode())
     return digest.hexdigest()[:16]
 
@@ -106,18 +108,22 @@ class ImageTrainIterator(EpochIterator):
         check_enough(len(split), cfg.batch_size, "images")
         self._split, self._rows, self._seed = split, cfg.batch_size, cfg.shuffle_seed
         self._shift, self._flip = cfg.random_shift, cfg.random_flip
+        self._shift_from = cfg.random_shift_from_epoch
         self._degrees, self._scale = float(cfg.random_rotate), float(cfg.random_scale)
         self._hosts = resolve_processes(process_index, process_count)
         check_rows("batch_size", cfg.batch_size, self._hosts)
         super().__init__(self.epoch_batches, fingerprint(split, cfg), num_workers=cfg.num_workers)
 
     def epoch_batches(self, epoch: int) -> LabelledBatches:
-        """Epoch `epoch`'s full batches, from a permutation drawn from (shuffle_seed, epoch)."""
+        """Epoch `epoch`'s full batches, from a permutation drawn from (shuffle_seed, epoch).
+
+        Epochs before `random_shift_from_epoch` are not shifted; later ones are augmented as
+        they would be without it.
+        """
         augment = None
-        if self._shift or self._flip or self._degrees or self._scale:
-            augment = Augmentation(
-                self._seed, epoch, self._shift, self._flip, self._degrees, self._scale
-            )
+        shift = self._shift if epoch >= self._shift_from else 0  # Clean epochs first.
+        if shift or self._flip or self._degrees or self._scale:
+            augment = Augmentation(self._seed, epoch, shift, self._flip, self._degrees, self._scale)
         arrays = {"images": self._split.images, "labels": self._split.labels}
         return shuffled_epoch(arrays, self._seed, epoch, self._rows, self._hosts, augment)
 
