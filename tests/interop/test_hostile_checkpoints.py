@@ -5,6 +5,7 @@ import json
 import pathlib
 import pickle
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -149,6 +150,15 @@ def test_a_hub_name_offline_says_to_pass_a_folder(tmp_path, monkeypatch, capsys)
     )
     error = capsys.readouterr().err
     assert "Helsinki-NLP/opus-mt-en-de" in error and "pass a local folder" in error
+    assert not (tmp_path / "w").exists()
+
+
+def test_a_hub_name_without_the_hub_package_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # `import` raises ImportError
+    assert convert_main(["--from_hf=gpt2", f"--workdir={tmp_path / 'w'}"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("error: --from_hf=gpt2: ")
+    assert 'pip install -e ".[hf]"' in error and "Traceback" not in error
     assert not (tmp_path / "w").exists()
 
 

@@ -11,13 +11,13 @@ tokenizer files) of GPT-2, BERT, ViT or Marian (OPUS-MT) and writes an ordinary 
 front ends (generate, fill-mask, classify, classify-image, translate, embed) load it, and
 `--config.init_from` fine-tunes from it. A sentence-transformers folder of a BERT (modules.json,
 1_Pooling/, e.g. all-MiniLM-L6-v2) is read too: its pooling and longest input are recorded
-for `embed`. A hub name (e.g. gpt2, Helsinki-NLP/opus-mt-en-de)
-is downloaded when the hub is reachable: safetensors, configs and tokenizer files, never a
-pickle. --to_hf writes a GPT, BERT or ViT workdir as a Hugging Face folder that `transformers`
-loads. --to_ctranslate2 writes a translation workdir (trained here or converted from OPUS-MT)
-as a CTranslate2 model directory with its vocabulary and tokenizer, which
-`ctranslate2.Translator` serves (needs `pip install "transformer_jax[ctranslate2]"`). Pickles
-(pytorch_model.bin) are never read. See docs/interop.md.
+for `embed`. A hub name (e.g. gpt2, Helsinki-NLP/opus-mt-en-de) is downloaded when the hub is
+reachable and the `hf` extra is installed (`pip install -e ".[hf]"`): safetensors, configs and
+tokenizer files, never a pickle. --to_hf writes a GPT, BERT or ViT workdir as a Hugging Face
+folder that `transformers` loads. --to_ctranslate2 writes a translation workdir (trained here
+or converted from OPUS-MT) as a CTranslate2 model directory with its vocabulary and tokenizer,
+which `ctranslate2.Translator` serves (needs `pip install "transformer_jax[ctranslate2]"`).
+Pickles (pytorch_model.bin) are never read. See docs/interop.md.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def _local_folder(name: str) -> str:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise ValueError(
-            f"--from_hf={name}: no such folder. To download a hub model by name install "
-            f"huggingface_hub (pip install huggingface_hub); offline, pass the local folder."
+            f"--from_hf={name}: no such folder. A hub model is downloaded by name with the hf "
+            f'extra: pip install -e ".[hf]" (or pass a local folder).'
         ) from None
     try:
         return snapshot_download(
