@@ -1,9 +1,6 @@
 """Names kept for one release: each old name still imports, is the very object of its new name,
-and warns (DeprecationWarning) with the import to write instead, at the caller's line; each old
-command module (`python -m transformer_jax.translate`) still runs its command, after one line on
-stderr naming the command to type instead."""
+and warns (DeprecationWarning) with the import to write instead, at the caller's line."""
 
-import runpy
 import subprocess
 import sys
 
@@ -12,9 +9,8 @@ import pytest
 import transformer_jax
 import transformer_jax.data
 from transformer_jax import EncoderDecoder, EncoderDecoderConfig
-from transformer_jax.cli import COMMANDS
 from transformer_jax.data import translation
-from transformer_jax.deprecation import deprecated_command, deprecated_names
+from transformer_jax.deprecation import deprecated_names
 
 # (module, old name, the object it must be, the new import the warning must name).
 RENAMED_MODELS = [
@@ -119,36 +115,3 @@ def test_unknown_names_still_raise_attribute_error():
     getattr_ = deprecated_names("pkg", {"old": "transformer_jax.EncoderDecoder"})
     with pytest.raises(AttributeError, match="module 'pkg' has no attribute 'other'"):
         getattr_("other")
-
-
-def test_an_old_command_module_says_what_to_type_then_runs_with_its_exit_code(capsys):
-    assert deprecated_command("fill-mask", lambda: 3) == 3
-    assert deprecated_command("fill-mask", lambda: None) == 0
-    err = capsys.readouterr().err
-    line = (
-        'python -m transformer_jax.fill_mask is deprecated: use "python -m transformer_jax '
-        'fill-mask" or "transformer-jax fill-mask"; the alias goes in the next release.\n'
-    )
-    assert err == 2 * line
-
-
-@pytest.mark.parametrize("name", [n for n in COMMANDS if n != "train"])
-def test_every_old_command_module_still_runs_its_command(name, monkeypatch, capsys):
-    module = "transformer_jax." + name.replace("-", "_")
-    monkeypatch.setattr(sys, "argv", [module, "--help"])
-    monkeypatch.delitem(sys.modules, module, raising=False)  # as `python -m` finds it: unloaded
-    with pytest.raises(SystemExit) as exit_:
-        runpy.run_module(module, run_name="__main__")
-    assert exit_.value.code == 0
-    out, err = capsys.readouterr()
-    assert err.startswith(f"python -m {module} is deprecated: use ") and err.count("\n") == 1
-    assert out.startswith(f"usage: python -m transformer_jax {name} ")
-
-
-def test_an_old_command_module_keeps_the_exit_code_in_a_process(tmp_path):
-    cmd = [sys.executable, "-m", "transformer_jax.fill_mask", f"--workdir={tmp_path / 'none'}"]
-    proc = subprocess.run([*cmd, "--text=a [MASK]"], capture_output=True, text=True, cwd=tmp_path)
-    assert proc.returncode == 1, proc.stderr
-    first, second = proc.stderr.splitlines()[:2]
-    assert first.startswith("python -m transformer_jax.fill_mask is deprecated: use ")
-    assert second.startswith("error: ") and "workdir does not exist" in second

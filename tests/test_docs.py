@@ -302,7 +302,7 @@ def test_the_flag_check_catches_what_it_is_for(monkeypatch):
     monkeypatch.chdir(ROOT)
     text = (
         "```bash\n"
-        'python -m transformer_jax.fill_mask --workdir=runs/bert "Paris is the [MASK]."\n'
+        'python -m transformer_jax fill-mask --workdir=runs/bert "Paris is the [MASK]."\n'
         "transformer-jax translate --workdir=w --beam_sise=4 < in.txt > out.txt 2>&1\n"
         "python train.py --config=configs/tiny.py --workdir=w --config.model.d_modle=8\n"
         "python -m transformer_jax.cli.evaluate --workdir=w --max_sentences=many\n"

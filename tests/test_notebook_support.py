@@ -1,5 +1,8 @@
 """transformer_jax.notebook: the notebooks' fast mode, device simulation and environment report."""
 
+import pathlib
+import re
+
 import jax
 import pytest
 
@@ -10,6 +13,9 @@ from transformer_jax.notebook import (
     fast_mode,
     simulate_cpu_devices,
 )
+
+PYPROJECT = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+VERSION = re.search(r'^version = "(.+)"$', PYPROJECT.read_text(), re.M)[1]
 
 
 @pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
@@ -36,7 +42,7 @@ def test_fast_mode_rejects_what_it_cannot_read(monkeypatch):
 def test_environment_report_names_versions_devices_and_mode(monkeypatch):
     monkeypatch.setenv(FAST_ENV, "1")
     report = environment_report()
-    assert "transformer_jax 0.1.0" in report and f"jax {jax.__version__}" in report
+    assert f"transformer_jax {VERSION}" in report and f"jax {jax.__version__}" in report
     assert f"{jax.device_count()} device(s)" in report and "mode: fast" in report
 
 

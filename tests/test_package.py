@@ -74,34 +74,22 @@ def test_module_imports_have_no_cycle():
             visit(module, [])
 
 
-def test_only_the_command_line_aliases_import_the_cli_package():
+def test_only_the_package_main_imports_the_cli_package():
     # The command lines sit on top: nothing of the library imports them, except the package's
-    # `__main__` (`python -m transformer_jax NAME`) and the deprecated
-    # `python -m transformer_jax.NAME` modules that run them.
-    aliases = {
-        f"transformer_jax.{n}" for n in ("translate", "generate", "fill_mask", "classify", "embed")
-    }
-    aliases |= {
-        "transformer_jax.classify_image",
-        "transformer_jax.evaluate",
-        "transformer_jax.plot",
-        "transformer_jax.compile",
-        "transformer_jax.convert",
-        "transformer_jax.__main__",
-    }
+    # `__main__` (`python -m transformer_jax NAME`).
     importers = {
         module
         for module in MODULES
         if not module.startswith("transformer_jax.cli")
         and any(dep.startswith("transformer_jax.cli") for dep in _deps(module))
     }
-    assert importers == aliases
+    assert importers == {"transformer_jax.__main__"}
 
 
 def test_inference_imports_nothing_from_training_or_tasks():
     code = (
-        "import sys, transformer_jax.inference, transformer_jax.translate, "
-        "transformer_jax.generate; "
+        "import sys, transformer_jax.inference, transformer_jax.cli.translate, "
+        "transformer_jax.cli.generate; "
         "print(sorted(m for m in sys.modules if m.startswith(('transformer_jax.training', "
         "'transformer_jax.tasks'))))"
     )
@@ -112,7 +100,7 @@ def test_inference_imports_nothing_from_training_or_tasks():
 def test_evaluation_imports_nothing_from_training():
     # `evaluate` scores with the task's own evaluation (the one training runs), not the loop.
     code = (
-        "import sys, transformer_jax.evaluate; "
+        "import sys, transformer_jax.cli.evaluate; "
         "print(sorted(m for m in sys.modules if m.startswith('transformer_jax.training')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,5 +1,4 @@
-"""Names kept for one release after a rename or a move: a module `__getattr__` (PEP 562), and
-the old command modules (`python -m transformer_jax.translate`), which still run their command.
+"""Names kept for one release after a rename or a move: a module `__getattr__` (PEP 562).
 
     # In transformer_jax/models/encoder_decoder/__init__.py:
     __getattr__ = deprecated_names(
@@ -10,20 +9,12 @@ An old name then still imports, and is the very object its new name is, but each
 (`DeprecationWarning`) with the import to write instead, so callers see what to change before
 the name goes. The new home is imported only when an old name is used: a name that moved into a
 subpackage with heavy imports costs nothing to the callers that never ask for it.
-
-    # In transformer_jax/translate.py:
-    if __name__ == "__main__":
-        sys.exit(deprecated_command("translate", main))
-
-An old command module runs its command as before, after one line on stderr that names the
-command to type instead (`python -m transformer_jax translate`, or `transformer-jax translate`).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import no_type_check
@@ -80,24 +71,3 @@ def moved_names(module: str, new_module: str) -> Callable[[str], object]:
         return deprecated_names(module, homes, stacklevel=3)(name)
 
     return __getattr__
-
-
-def deprecated_command(name: str, main: Callable[[], int | None]) -> int:
-    """Runs the command line `main` for its old module `python -m transformer_jax.NAME`, after
-    one line on stderr that says what to type instead.
-
-    Args:
-      name: the subcommand as `transformer-jax` spells it ("fill-mask").
-      main: the command's `main`, which parses the process's arguments.
-
-    Returns:
-      The command's exit code (None counts as 0).
-    """
-    old = "transformer_jax." + name.replace("-", "_")
-    print(
-        f'python -m {old} is deprecated: use "python -m transformer_jax {name}" or '
-        f'"transformer-jax {name}"; the alias goes in the next release.',
-        file=sys.stderr,
-        flush=True,
-    )
-    return main() or 0

@@ -23,7 +23,7 @@ ENV = subprocess_env()  # One device: faster.
 _HOLD = (
     "import sys, time\n"
     "from transformer_jax.runs.lock import WorkdirLock\n"
-    "from transformer_jax.workdir import Workdir\n"
+    "from transformer_jax.runs.layout import Workdir\n"
     "WorkdirLock(Workdir.at(sys.argv[1])).acquire()\n"
     "print('locked', flush=True)\n"
     "time.sleep(600)\n"
