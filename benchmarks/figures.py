@@ -1,8 +1,8 @@
 """The documents' measured figures, generated from the results files that hold them.
 
-A figure in README.md, docs/*.md or benchmarks/README.md is written between two markers that
-name where it comes from, a file of benchmarks/results, a path into it (keys and list indices
-separated by `/`) and a format:
+A figure in README.md, docs/*.md, benchmarks/README.md or a config's docstring (configs/*.py)
+is written between two markers, on one line, that name where it comes from: a file of
+benchmarks/results, a path into it (keys and list indices separated by `/`) and a format:
 
     <!--fig main_job_default.json:summary/bleu/mean:.2f-->99.53<!--/fig-->
 
@@ -38,9 +38,11 @@ class FigureError(ValueError):
 
 
 def documents(root: pathlib.Path = ROOT) -> list[pathlib.Path]:
-    """The documents that may hold figures."""
+    """The documents that may hold figures: the pages, and the configs, whose docstrings give
+    the result to expect."""
     return [root / "README.md", *sorted((root / "docs").glob("*.md")),
-            root / "benchmarks" / "README.md"]  # fmt: skip
+            root / "benchmarks" / "README.md",
+            *sorted((root / "configs").glob("*.py"))]  # fmt: skip
 
 
 def lookup(tree, path: str):

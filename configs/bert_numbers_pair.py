@@ -9,9 +9,8 @@ pretraining run (documentation plus English / French numbers; `init_from`, its t
 with a new head on the [CLS] pooler. At the end it prints test accuracy, macro-F1 and the
 confusion matrix beside TF-IDF (character n-grams) + logistic regression on the same split.
 From scratch, at the same budget and with the same tokenizer: `--config.init_from=''
---config.data.spm_model_path=runs/bert_bilingual/tokenizer.model`. About 6 minutes on 2 CPU
-cores; its test accuracy from the pretrained run and from scratch, for 3 seeds, is in
-docs/bert.md (Fine-tuning).
+--config.data.spm_model_path=runs/bert_bilingual/tokenizer.model`. Its test accuracy from the
+pretrained run and from scratch, for 3 seeds, is in docs/bert.md (Fine-tuning).
 """
 
 from configs.common import classify_base_config

@@ -10,9 +10,9 @@ macro-F1 and the confusion matrix beside TF-IDF (word n-grams) + logistic regres
 same split. From scratch, at the same budget and with the same tokenizer:
 `--config.init_from='' --config.data.spm_model_path=runs/bert/tokenizer.model`; on a tenth of
 the training labels: `--config.data.train_fraction=0.1 --config.num_train_steps=150`.
-The pretraining corpus holds these sentences (not their labels). About 5 minutes on 2 CPU
-cores; its test accuracy from the pretrained run and from scratch, on all and on a tenth of
-the labels, for 3 seeds, is in docs/bert.md (Fine-tuning).
+The pretraining corpus holds these sentences (not their labels). Its test accuracy from the
+pretrained run and from scratch, on all and on a tenth of the labels, for 3 seeds, is in
+docs/bert.md (Fine-tuning).
 """
 
 from configs.common import classify_base_config

@@ -1,15 +1,16 @@
-"""BERT pretraining on the Python standard library's documentation: offline, about 30 minutes.
+"""BERT pretraining on the Python standard library's documentation: the BERT main job, offline.
 
     python train.py --config=configs/bert_stdlib_pretrain.py --workdir=runs/bert
 
 needs no data and no network: the corpus is gathered from the running Python's own docstrings,
-split by module, cut into sentences and paired (half IsNext); 40% of the tokens are masked,
-with new pairs and masks every epoch. At the end it prints the test split's masked-LM accuracy
-beside always predicting the most frequent token, and next-sentence accuracy beside chance.
-The workdir then serves `fill_mask` and is the `init_from` of bert_stdlib_classify.py
-(bert_numbers_pair.py starts from bert_bilingual_pretrain.py, this run with numbers mixed in).
-About 30 minutes on 2 CPU cores; its test figures are in docs/bert.md (Pretraining) and the
-README's table of main jobs.
+split by module, cut into sentences and paired (half IsNext); 40% of the tokens are masked, with
+new pairs and masks every epoch. At the end it prints the test split's masked-LM accuracy beside
+always predicting the most frequent token, and next-sentence accuracy beside chance. The workdir
+then serves `fill_mask` and is the `init_from` of bert_stdlib_classify.py (bert_numbers_pair.py
+starts from bert_bilingual_pretrain.py, this run with numbers mixed in). The recorded run on 2
+CPU cores took
+<!--fig main_job_bert_stdlib_pretrain.json:runs/0/seconds:min-->29 min 13 s<!--/fig-->; its test
+figures are in docs/bert.md (Pretraining) and the README's table of main jobs.
 """
 
 from configs.common import bert_base_config

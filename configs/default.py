@@ -2,9 +2,11 @@
 
     python train.py --workdir=runs/default
 
-needs no data and no network. On a 2-core CPU it trains for about 4 minutes and then decodes
-the 3,000-sentence test split greedily: expect an exact match above 95% (the measured figures
-are in the README's table of main jobs).
+needs no data and no network. It trains, then decodes the 3,000-sentence test split greedily and
+prints BLEU and the exact-match rate. The recorded run on a 2-core CPU took
+<!--fig main_job_default.json:runs/0/seconds:min-->4 min 54 s<!--/fig--> and matched
+<!--fig main_job_default.json:runs/0/test/exact_match:.1%-->98.8%<!--/fig--> of the test
+sentences exactly; the README's table of main jobs has the rest.
 """
 
 from configs.common import base_config

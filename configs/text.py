@@ -1,5 +1,4 @@
-"""Your own parallel text: a small model that a CPU trains in 30 minutes, on files named on the
-command line.
+"""Your own parallel text: a small model sized for a CPU, on files named on the command line.
 
     python train.py --config=configs/text.py --workdir=runs/mytext \
         --config.data.text_train_tsv=train.tsv --config.data.text_eval_tsv=valid.tsv
@@ -14,9 +13,11 @@ is trained on the training split into `runs/mytext/tokenizer.model` on first use
 a converted OPUS-MT model (or another translation run) on these files instead, with its
 tokenizer, add `--config.init_from=<its workdir>`: docs/interop.md gives the whole recipe.
 
-The budget is set in steps: 5,800 steps of about 2,048 tokens per side (12M target tokens) take
-about 30 minutes on 2 CPU cores. On more cores or a GPU, raise `num_train_steps` with the time
-you have; docs/translation.md says what each choice below gave on 48,000 real pairs.
+The budget is set in steps: 5,800 steps of about 2,048 tokens per side (12M target tokens); the
+recorded run on 2 CPU cores trained for
+<!--fig gettext_es_recipe.json:runs/config/train_seconds:min-->30 min 20 s<!--/fig-->. On more
+cores or a GPU, raise `num_train_steps` with the time you have; docs/translation.md says what
+each choice below gave on 48,000 real pairs.
 """
 
 from configs.default import get_config as default_config

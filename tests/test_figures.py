@@ -1,7 +1,9 @@
 """Every measured figure in the documents agrees with the results file it is generated from
 (benchmarks/figures.py), and the check catches a document that disagrees."""
 
+import ast
 import json
+import re
 
 import pytest
 
@@ -21,6 +23,16 @@ def test_the_documents_hold_generated_figures():
         len(figures.MARKER.findall(d.read_text(encoding="utf-8"))) for d in figures.documents()
     )
     assert found >= 10, found
+
+
+def test_config_docstrings_are_checked_and_time_runs_only_with_markers():
+    configs = [d for d in figures.documents() if d.parent.name == "configs"]
+    assert {"default.py", "gpt_stdlib.py", "wmt14_en_de_base.py"} <= {d.name for d in configs}
+    typed = re.compile(r"\b(about|in) [0-9.]+ ?(minutes|min|seconds|s|GiB)\b", re.IGNORECASE)
+    for config in configs:
+        doc = ast.get_docstring(ast.parse(config.read_text(encoding="utf-8"))) or ""
+        assert not typed.search(figures.MARKER.sub("", doc)), f"{config.name}: {doc}"
+    assert figures.MARKER.search((configs[0].parent / "default.py").read_text())
 
 
 def test_a_changed_result_is_caught_and_rewritten(tmp_path):
