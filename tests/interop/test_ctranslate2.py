@@ -158,7 +158,7 @@ def test_trained_workdir_decodes_the_same(tiny_workdir, tiny_export):
     want = [row[: row.index(EOS_ID)] if EOS_ID in row else row for row in tokens.tolist()]
     assert served.translate_ids(sources, beam_size=1, max_len=20) == want
     # Beam 4 over a fixed length: this short training run's model never ends a sentence, and
-    # at the length limit the two rank unfinished hypotheses differently (see docs/interop.md).
+    # at the length limit the two rank unfinished hypotheses differently (see docs/ctranslate2.md).
     want, _ = fixed_length(translator.model, jnp.asarray(src), 4)
     pieces = [[served.pieces[i] for i in ids] for ids in sources]
     got, _ = ct2_fixed_length(served.translator, pieces, 4)
