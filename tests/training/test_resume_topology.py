@@ -26,6 +26,7 @@ from tests.train_runs import train_once
 from transformer_jax.runs.checkpoints import local_data_state
 from transformer_jax.runs.layout import CheckpointError
 from transformer_jax.training.loop import validate_train_config
+from transformer_jax.training.validation import check_batch_split, fit_batch_multiple
 
 STEPS = 6
 # No decoding; the saves to resume from are those of each part's last step.
@@ -122,6 +123,44 @@ def test_a_mesh_whose_batch_axes_divide_the_batch_is_accepted(batch_multiple, me
     config.data.batch_multiple = batch_multiple
     config.mesh.update(mesh)
     validate_train_config(config)
+
+
+@pytest.mark.parametrize(
+    "batch_multiple, mesh, devices, fitted",
+    [
+        (8, {"data": -1}, 8, 8),  # the shipped multiple on up to 8 devices: as before
+        (8, {"data": 2, "fsdp": 2, "tensor": 2}, 8, 8),
+        (8, {"data": -1}, 32, 32),  # a 32-chip slice: multiples of 32, no override
+        (8, {"data": -1, "fsdp": 4}, 24, 24),
+        (6, {"data": -1, "tensor": 2}, 8, 12),
+        (8, {"data": 1, "tensor": -1}, 16, 8),  # other devices on tensor: as before
+    ],
+)
+def test_a_new_run_fits_the_batch_multiple_to_the_mesh(batch_multiple, mesh, devices, fitted):
+    """A new run's rows are multiples of lcm(batch_multiple, data x fsdp): any slice runs,
+    and a mesh whose batch axes divide the multiple keeps the config's batches."""
+    config = tiny.get_config()
+    config.data.batch_multiple = batch_multiple
+    config.mesh.update(mesh)
+    fit = fit_batch_multiple(config, devices)
+    assert fit.data.batch_multiple == fitted
+    assert config.data.batch_multiple == batch_multiple  # the caller's config is left alone
+    check_batch_split(fit, devices)
+
+
+def test_a_resumed_run_keeps_the_batches_it_started_with():
+    """config.json's multiple wins over a new fit: a run started on 32 chips (32) resumes on
+    8 devices with its batches; one started on 8 (8) on 16 devices is refused, naming both."""
+    config = tiny.get_config()
+    assert fit_batch_multiple(config, 8, recorded=32).data.batch_multiple == 32
+    kept = fit_batch_multiple(config, 16, recorded=8)
+    assert kept.data.batch_multiple == 8
+    with pytest.raises(ValueError, match="splits every batch 16 ways.*batch_multiple=8"):
+        check_batch_split(kept, 16)
+    # A config.json that the config's own multiple does not divide: fitted afresh (the data
+    # position's fingerprint then refuses a checkpoint of other batches).
+    config.data.batch_multiple = 16
+    assert fit_batch_multiple(config, 8, recorded=8).data.batch_multiple == 16
 
 
 def test_a_checkpoint_of_another_process_count_is_refused_naming_both():

@@ -28,6 +28,7 @@ from transformer_jax.aot.report import (
     table,
 )
 from transformer_jax.aot.targets import Target, parse_target, target_devices, target_mesh
+from transformer_jax.training.validation import fit_batch_multiple
 
 __all__ = [
     "CompileReport",
@@ -76,6 +77,7 @@ def compile_config(
     """
     target = parse_target(target) if isinstance(target, str) else target
     mesh = target_mesh(target, dict(config.mesh))
+    config = fit_batch_multiple(config, mesh.size)  # The batches train.py would start with.
     the_plan = plan(config, mesh, inference=inference)
     estimates = None
     results, problems = [], []

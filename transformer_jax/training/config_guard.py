@@ -66,3 +66,14 @@ def check_or_write_config(
     if jax.process_index() == 0:
         workdir.path.mkdir(parents=True, exist_ok=True)
         workdir.write_config(config)
+
+
+def recorded_batch_multiple(workdir: Workdir) -> int | None:
+    """data.batch_multiple of the run in `workdir` (its config.json), None for a new run.
+
+    Raises:
+      CheckpointError: config.json exists but cannot be read.
+    """
+    if not workdir.config_json.exists():
+        return None
+    return workdir.read_config().get("data", {}).get("batch_multiple")

@@ -31,7 +31,7 @@ from transformer_jax.training.actions import (
     TrainLog,
     preemption_check,
 )
-from transformer_jax.training.config_guard import check_or_write_config
+from transformer_jax.training.config_guard import check_or_write_config, recorded_batch_multiple
 from transformer_jax.training.hooks import Hooks, StepEnd
 from transformer_jax.training.init_from import init_from_workdir
 from transformer_jax.training.metrics_writer import MetricsWriter, format_duration
@@ -39,7 +39,7 @@ from transformer_jax.training.preemption import Preemption
 from transformer_jax.training.profiling import Profiler, Utilisation
 from transformer_jax.training.programs import build_programs
 from transformer_jax.training.step import global_batch
-from transformer_jax.training.validation import validate_train_config
+from transformer_jax.training.validation import fit_batch_multiple, validate_train_config
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
@@ -54,9 +54,10 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
       NonFiniteError: `config.max_nonfinite_steps` steps in a row had a NaN/Inf loss or
         gradient (the last checkpoint is left as it was).
     """
+    workdir = Workdir.at(workdir)
+    config = fit_batch_multiple(config, jax.device_count(), recorded_batch_multiple(workdir))
     task_cls = validate_train_config(config)
     config = task_cls.resolve_config(config)
-    workdir = Workdir.at(workdir)
     preempt = Preemption()  # First: a SIGTERM during the slow setup must not kill the run.
     try:
         with lock_workdir(workdir):

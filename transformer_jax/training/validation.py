@@ -5,6 +5,7 @@ Each error names the field and what to set instead.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import jax
@@ -87,12 +88,48 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
     return task_cls
 
 
+def fit_batch_multiple(
+    config: ml_collections.ConfigDict, num_devices: int, recorded: int | None = None
+) -> ml_collections.ConfigDict:
+    """The config with `data.batch_multiple` a multiple of the mesh's batch axes too.
+
+    A new run's global rows become multiples of lcm(data.batch_multiple, data x fsdp), so a
+    shipped config (8) runs on a slice of any size; on a mesh whose batch axes divide
+    data.batch_multiple already (every mesh of up to 8 devices for the shipped configs)
+    nothing changes. A resumed run keeps the batches it started with: `recorded`, the
+    multiple its config.json holds, whenever that is a multiple of data.batch_multiple
+    (`check_batch_split` then refuses a mesh that cannot split those batches).
+
+    Args:
+      config: the training config (not changed).
+      num_devices: the devices of the mesh (all processes' together).
+      recorded: data.batch_multiple of the workdir's config.json, None for a new run.
+
+    Returns:
+      A copy of `config`, or `config` itself where its data has no valid batch_multiple
+      (`validate_train_config` names a bad one).
+    """
+    multiple = config.get("data", {}).get("batch_multiple")
+    if not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1:
+        return config
+    try:
+        sizes = dict(zip(MESH_AXES, mesh_sizes(dict(config.mesh), num_devices), strict=True))
+    except ValueError:  # A mesh that does not fit the devices: make_mesh says why.
+        return config
+    fitted = math.lcm(multiple, *(sizes[a] for a in BATCH_AXES))
+    if isinstance(recorded, int) and recorded % multiple == 0:
+        fitted = recorded
+    config = copy.deepcopy(config)
+    config.data.batch_multiple = fitted
+    return config
+
+
 def check_batch_split(config: ml_collections.ConfigDict, num_devices: int) -> None:
     """Refuses a mesh (over `num_devices`) whose batch axes do not divide every batch.
 
-    Global rows are multiples of `config.data.batch_multiple`: the config fixes the batches,
-    not the devices, so a run resumes with the same batches on another mesh. The mesh's batch
-    axes (data x fsdp) must divide that multiple.
+    Global rows are multiples of `config.data.batch_multiple` (after `fit_batch_multiple`):
+    a run resumes with the same batches on another mesh, whose batch axes (data x fsdp) must
+    then divide that multiple.
     """
     multiple = config.data.get("batch_multiple")
     if multiple is None:  # A task whose batches are not counted in rows.
@@ -106,8 +143,9 @@ def check_batch_split(config: ml_collections.ConfigDict, num_devices: int) -> No
             f"batch {ways} ways ({axes}), which does not divide "
             f"config.data.batch_multiple={multiple} (global rows per batch are multiples of "
             f"it). Choose config.mesh sizes whose data x fsdp divides {multiple} (e.g. put "
-            f"the other devices on config.mesh.tensor), or set config.data.batch_multiple to "
-            f"a multiple of {ways} (which may change the batches of a resumed run)."
+            f"the other devices on config.mesh.tensor): a resumed run keeps the batches it "
+            f"started with. A new run may set config.data.batch_multiple to a multiple of "
+            f"{ways} (train.py does so itself: `fit_batch_multiple`)."
         )
 
 
