@@ -78,9 +78,10 @@ def slug(heading: str) -> str:
 
 
 def anchors(text: str) -> set[str]:
-    """Every heading anchor of a markdown text, GitHub-style (repeats get -1, -2, ...)."""
+    """Every heading anchor of a markdown text, GitHub-style (repeats get -1, -2, ...), and every
+    `<a id="...">` (an old heading's anchor kept for the links to it)."""
     prose, _ = split_fences(text)
-    found: set[str] = set()
+    found: set[str] = set(re.findall(r'<a id="([^"]+)"></a>', prose))
     for line in prose.splitlines():
         heading = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
         if heading:
