@@ -4,8 +4,8 @@
         --config.data.tfds_data_dir=gs://BUCKET/tfds
 
 The paper reports 28.4 BLEU on newstest2014. bfloat16 computation is on (parameters stay
-float32); with many hosts add FSDP and a batch_multiple that data x fsdp divides, e.g. on 32
-chips `--config.mesh.fsdp=8 --config.mesh.data=-1 --config.data.batch_multiple=32`.
+float32); with many hosts add FSDP, e.g. on 32 chips `--config.mesh.fsdp=8 --config.mesh.data=-1`
+(rows become multiples of data x fsdp by themselves; docs/tpu.md has the multi-host command).
 
 The mesh as given (data parallel over every chip) fits a v5e-8, 16 GiB per chip: the train step
 needs <!--fig aot_targets.json:6/shown/total_gib:.1f-->4.8<!--/fig--> GiB per chip, checked
