@@ -21,6 +21,7 @@ from transformer_jax.data.translation.config import default_data_config
 def training_fields(c: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
     """Adds the fields of the training loop, whatever the task, to `c`."""
     c.seed = 0  # Parameter initialisation; dropout keys use seed + 1 folded with the step.
+    c.rng_impl = "threefry"  # Dropout bits: "threefry", "rbg", "unsafe_rbg" (transformer_jax/rng).
 
     # Optimisation (§5.3).
     c.num_train_steps = 100_000  # Updates to run.

@@ -15,6 +15,7 @@ import math
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import ml_collections
 import pytest
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from tests.robustness.hostile import fuzz
 from tests.test_config_overrides import parse
 from tests.train_runs import subprocess_env
+from transformer_jax.data.images import idx
 from transformer_jax.tasks.shared_fields import SEED_LIMIT
 from transformer_jax.training import validate_train_config
 
@@ -36,6 +38,18 @@ CONFIGS = {
     for p in sorted((ROOT / "configs").glob("*.py"))
     if "def get_config" in p.read_text() and p.stem != "text"
 }
+# Configs whose data a system package provides (not the README's install) -> (the folder they
+# read when no data field is set, the field that points elsewhere, the error's advice).
+SYSTEM_DATA = {
+    "vit_fashion_mnist": (
+        "DEBIAN_FASHION_MNIST",
+        "idx_dir",
+        "apt-get install dataset-fashion-mnist",
+    )
+}
+# Where the fuzzed configs read such data: an empty folder, so that the property runs alike with
+# the package installed or not (validation checks the folder, the files are read by training).
+STAND_IN = tempfile.TemporaryDirectory(prefix="stand_in_data_")
 
 ints = st.integers(-(2**40), 2**40)
 floats = st.floats(allow_nan=True, allow_infinity=True)
@@ -99,7 +113,7 @@ TYPED = [f for f in OUT_OF_RANGE if not f.startswith("data.")] + [
     "data.source", "data.vocab_size", "data.max_len", "data.batch_multiple", "data.num_workers",
     "data.shuffle_seed", "model.norm", "model.activation", "model.dtype", "model.positional",
     "model.pool", "model.position_embedding", "model.use_bias", "model.share_embeddings",
-    "model.tie_output", "task",
+    "model.tie_output", "task", "rng_impl",
 ]  # fmt: skip
 
 
@@ -118,6 +132,8 @@ def has(tree: dict, path: str) -> bool:
 
 def with_value(name: str, path: str, value) -> ml_collections.ConfigDict:
     tree = copy.deepcopy(CONFIGS[name])
+    if name in SYSTEM_DATA:
+        tree["data"][SYSTEM_DATA[name][1]] = STAND_IN.name
     *parents, last = path.split(".")
     node = tree
     for key in parents:
@@ -142,9 +158,25 @@ def hostile_field(draw):
     return name, path, value  # (None is fine for a field the data decides.)
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("name", sorted(set(CONFIGS) - set(SYSTEM_DATA)))
 def test_every_config_file_validates_as_shipped(name):
     validate_train_config(ml_collections.ConfigDict(CONFIGS[name]))
+
+
+@pytest.mark.parametrize("installed", [True, False], ids=["package installed", "package absent"])
+@pytest.mark.parametrize("name", sorted(SYSTEM_DATA))
+def test_a_config_on_system_data_validates_or_says_how_to_get_it(name, installed, monkeypatch):
+    """Whether this machine has the package or not, both cases run: the default folder is
+    pointed at an empty folder (present) or at none (absent)."""
+    default, field, advice = SYSTEM_DATA[name]
+    monkeypatch.setattr(idx, default, STAND_IN.name if installed else "/nonexistent/system-data")
+    config = ml_collections.ConfigDict(CONFIGS[name])
+    if installed:
+        validate_train_config(config)
+        return
+    with pytest.raises(ValueError) as error:
+        validate_train_config(config)
+    assert field in str(error.value) and advice in str(error.value)
 
 
 @fuzz("config_fields")

@@ -21,6 +21,7 @@ from jax.sharding import Mesh
 from transformer_jax import models
 from transformer_jax import sharding as shd
 from transformer_jax.nn.attention import resolve_kernel
+from transformer_jax.rng import dropout_key_spec
 from transformer_jax.training.programs import build_programs
 from transformer_jax.training.validation import check_batch_split, validate_train_config
 
@@ -107,7 +108,7 @@ def plan(config: ml_collections.ConfigDict, mesh: Mesh, *, inference: bool = Tru
     built, state = build_programs(config, model_cfg, task, mesh, abstract=True)
     graphdef, train_fn, eval_fn = built.graphdef, built.train_fn, built.eval_fn
     _check_rows(train_batch, mesh, "train")
-    rng = jax.ShapeDtypeStruct((), jax.random.key(0).dtype, sharding=shd.replicated(mesh))
+    rng = dropout_key_spec(config.get("rng_impl", "threefry"), shd.replicated(mesh))
 
     def under(lower):
         def run():

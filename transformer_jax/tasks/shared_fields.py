@@ -17,6 +17,7 @@ import jax
 import ml_collections
 
 from transformer_jax import models
+from transformer_jax.rng import check_rng_impl
 from transformer_jax.sharding import mesh_sizes
 from transformer_jax.tasks.base import check_model_name
 
@@ -78,6 +79,7 @@ def check_shared_fields(config: ml_collections.ConfigDict, task: str, model: str
             f"config.seed must be an integer in [0, {SEED_LIMIT - 1}] (JAX keys hold 32 bits), "
             f"got {seed!r}."
         )
+    check_rng_impl(config.get("rng_impl", "threefry"))  # Configs older than the field: threefry.
     for name, allowed in TRAINING_NUMBERS.items():
         check_number(config, name, allowed)
     mesh = config.get("mesh")

@@ -17,6 +17,7 @@ import ml_collections
 from flax import nnx
 
 from transformer_jax import models
+from transformer_jax.rng import dropout_key
 from transformer_jax.runs import reading
 from transformer_jax.runs.checkpoints import Checkpoints, local_data_state
 from transformer_jax.runs.identity import keep_identity, run_identity
@@ -125,7 +126,7 @@ def _run(
         log.message(note)
 
     # ------------------------------------------------------------------- the loop
-    rng = jax.random.key(config.seed + 1)  # dropout; train_step folds in the step number
+    rng = dropout_key(config.seed, config.get("rng_impl", "threefry"))  # folded with each step
     step = int(state.step)
     utilisation = Utilisation.for_run(config, log.message)  # mfu on TPUs and GPUs
     guard = NonFiniteGuard(config.max_nonfinite_steps, ckpt)
