@@ -25,6 +25,7 @@ from flax import struct
 from jaxtyping import Array, Bool, Float, Int
 
 from transformer_jax.nn import splash
+from transformer_jax.nn.precision import einsum_f32_out
 from transformer_jax.sharding import target_platform
 
 
@@ -151,8 +152,7 @@ def dot_product_attention_weights(
     The softmax runs in float32 whatever the input dtype (see `masked_softmax` for masks).
     """
     depth = query.shape[-1]
-    logits = jnp.einsum("BTNH,BSNH->BNTS", query, key, preferred_element_type=jnp.float32)
-    logits = logits / jnp.sqrt(jnp.float32(depth))
+    logits = einsum_f32_out("BTNH,BSNH->BNTS", query, key) / jnp.sqrt(jnp.float32(depth))
     return masked_softmax(logits, as_dense(mask)).astype(query.dtype)
 
 

@@ -14,6 +14,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
+from transformer_jax.nn.precision import einsum_f32_out
+
 xavier_uniform = jax.nn.initializers.xavier_uniform
 
 
@@ -91,8 +93,7 @@ class Embedding(nnx.Module):
         if transposed is not None:
             table = transposed.astype(self.dtype)
             return jnp.einsum("BLD,DV->BLV", x, table, preferred_element_type=jnp.float32)
-        table = self.embedding[...].astype(self.dtype)
-        return jnp.einsum("BLD,VD->BLV", x, table, preferred_element_type=jnp.float32)
+        return einsum_f32_out("BLD,VD->BLV", x.astype(self.dtype), self.embedding[...])
 
     def transposed_table(self) -> Float[Array, "D V"]:
         """E^T `[D, V]`, made once before a decoding loop: at a few rows per step XLA's CPU

@@ -29,6 +29,7 @@ from transformer_jax.nn import (
     sinusoidal_encoding,
 )
 from transformer_jax.nn.layers import xavier_uniform
+from transformer_jax.nn.precision import einsum_f32_out
 from transformer_jax.sharding import constrain_batch
 
 Tokens = Int[Array, "B L"]
@@ -99,8 +100,7 @@ class EncoderDecoder(nnx.Module):
         if self.cfg.tie_output:
             logits = self.tgt_embed.attend(y, tied_transposed)
         else:
-            kernel = self.output_proj[...].astype(y.dtype)
-            logits = jnp.einsum("BTD,DV->BTV", y, kernel, preferred_element_type=jnp.float32)
+            logits = einsum_f32_out("BTD,DV->BTV", y, self.output_proj[...])
         if self.cfg.logits_bias:
             logits = logits + self.logits_bias[...]
         return logits
