@@ -43,11 +43,15 @@ def paper_configs() -> dict:
     base, big = wmt14_en_de_base.get_config(), wmt14_en_de_big.get_config()
 
     gpt = gpt_stdlib.get_config()  # GPT-2 small (Radford et al. 2019): 512 x 1,024 tokens.
-    gpt.model = models.config_section("decoder_only", "gpt2_small")
+    # Pretraining without dropout, as nanoGPT and llm.c do: attention runs as a fused kernel.
+    gpt.model = models.config_section(
+        "decoder_only", "gpt2_small", dropout_rate=0.0, attention_dropout_rate=0.0
+    )
     gpt.data.max_len, gpt.data.tokens_per_batch, gpt.data.vocab_size = 1024, 512 * 1024, 50257
 
     bert = bert_stdlib_pretrain.get_config()  # BERT-base (Devlin et al. 2019): 256 x 512.
-    bert.model = models.config_section("encoder_only", "bert_base")
+    # Dropout 0.1 on the residuals, none on the attention weights (MosaicBERT's pretraining).
+    bert.model = models.config_section("encoder_only", "bert_base", attention_dropout_rate=0.0)
     bert.data.max_len, bert.data.tokens_per_batch, bert.data.vocab_size = 512, 256 * 512, 30522
 
     vit = vit_digits.get_config()  # ViT-B/16 (Dosovitskiy et al. 2021): 4,096 images.

@@ -7,6 +7,7 @@ import pytest
 
 from transformer_jax.nn.attention import (
     causal_mask,
+    check_dropout_kernel,
     combine_masks,
     dot_product_attention,
     dot_product_attention_weights,
@@ -218,3 +219,18 @@ def test_padding_odd_lengths_for_cudnn_changes_nothing(kind):
     want = jax.grad(lambda *a: jnp.sum(jnp.sin(plain(*a))), argnums=(0, 1, 2))(q, k, v)
     for got, expected in zip(grads, want, strict=True):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernel", ["cudnn", "splash"])
+def test_a_fused_kernel_asked_for_with_attention_dropout_is_refused(kernel):
+    with pytest.raises(ValueError) as error:
+        check_dropout_kernel(kernel, 0.1)
+    message = str(error.value)
+    assert f"attention_kernel='{kernel}' with attention_dropout_rate=0.1" in message
+    assert f"jax {jax.__version__}" in message and "only 'reference'" in message
+    assert "--config.model.attention_dropout_rate=0" in message
+
+
+@pytest.mark.parametrize("kernel, rate", [("cudnn", 0.0), ("auto", 0.1), ("reference", 0.1)])
+def test_kernels_that_train_with_or_without_dropout_pass(kernel, rate):
+    check_dropout_kernel(kernel, rate)

@@ -241,6 +241,27 @@ def resolve_kernel(kernel: str, dtype, platform: str | None = None) -> str:
     return kernel
 
 
+def check_dropout_kernel(kernel: str, dropout_rate: float) -> None:
+    """Raises when `kernel` is a fused kernel asked for by name and training puts dropout on the
+    attention weights, which no fused kernel of the installed jax computes: the run would train
+    on the written-out equation instead (what "auto" does, saying so in the log)."""
+    if kernel in ("cudnn", "splash") and dropout_rate > 0:
+        raise ValueError(
+            f"config.model.attention_kernel={kernel!r} with attention_dropout_rate="
+            f"{dropout_rate:g}: jax {jax.__version__}'s {_FUSED_NAMES[kernel]} has no dropout "
+            "on the attention weights, so training cannot run it; with that dropout only "
+            "'reference' (the written-out equation, which 'auto' then picks) applies. Set "
+            "--config.model.attention_dropout_rate=0 to train on the fused kernel "
+            "(docs/performance.md), or --config.model.attention_kernel=auto."
+        )
+
+
+_FUSED_NAMES = {
+    "cudnn": "cuDNN attention (jax.nn.dot_product_attention)",
+    "splash": "splash attention",
+}
+
+
 def check_kernel(kernel: str) -> str:
     """`kernel` if it is one of `ATTENTION_KERNELS`, else a ValueError naming them."""
     if kernel not in ATTENTION_KERNELS:

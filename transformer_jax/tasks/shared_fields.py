@@ -17,6 +17,7 @@ import jax
 import ml_collections
 
 from transformer_jax import models
+from transformer_jax.nn.attention import check_dropout_kernel
 from transformer_jax.rng import check_rng_impl
 from transformer_jax.sharding import mesh_sizes
 from transformer_jax.tasks.base import check_model_name
@@ -91,3 +92,7 @@ def check_shared_fields(config: ml_collections.ConfigDict, task: str, model: str
         raise ValueError(f"config.mesh: {e}") from None
     check_model_name(config, task, model)
     models.check_section(config.model)
+    check_dropout_kernel(
+        config.model.get("attention_kernel", "auto"),
+        config.model.get("attention_dropout_rate", 0.0),
+    )
