@@ -15,6 +15,7 @@ from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from transformer_jax.nn.precision import einsum_f32_out
+from transformer_jax.sharding import target_platform
 
 xavier_uniform = jax.nn.initializers.xavier_uniform
 
@@ -28,6 +29,35 @@ ACTIVATIONS = {
     "gelu_tanh": lambda x: jax.nn.gelu(x, approximate=True),
     "silu": jax.nn.silu,
 }
+
+
+# The multiple the vocabulary axis of the output products is padded to, per platform: GPU and
+# TPU matrix units take tiles of 128 (a row of 50,257 bfloat16 logits is not even 16-byte
+# aligned); on CPUs padding only adds work.
+VOCAB_MULTIPLE = {"gpu": 128, "tpu": 128}
+
+
+def padded_vocab(vocab: int, platform: str | None = None) -> int:
+    """`vocab` rounded up to `VOCAB_MULTIPLE` of `platform` (default: the traced program's)."""
+    multiple = VOCAB_MULTIPLE.get(platform or target_platform(), 1)
+    return -(-vocab // multiple) * multiple
+
+
+def vocab_logits(
+    equation: str, x: Float[Array, "B L D"], w: Float[Array, "_ _"], vocab_axis: int
+) -> Float[Array, "B L V"]:
+    """float32 logits `einsum_f32_out(equation, x, w)` over `w`'s vocabulary axis, computed with
+    that axis padded with zeros to `padded_vocab` and the padding cut off the result: the
+    matrix products (forward and backward) get aligned shapes, everything after them (loss,
+    sampling, beam search) the real vocabulary, and the parameters keep their shape."""
+    vocab = w.shape[vocab_axis]
+    extra = padded_vocab(vocab) - vocab
+    if extra:
+        pad = [(0, 0)] * w.ndim
+        pad[vocab_axis] = (0, extra)
+        w = jnp.pad(w, pad)
+    logits = einsum_f32_out(equation, x, w)
+    return logits[..., :vocab] if extra else logits
 
 
 def param(init, key, shape, axes) -> nnx.Param:
@@ -93,7 +123,7 @@ class Embedding(nnx.Module):
         if transposed is not None:
             table = transposed.astype(self.dtype)
             return jnp.einsum("BLD,DV->BLV", x, table, preferred_element_type=jnp.float32)
-        return einsum_f32_out("BLD,VD->BLV", x.astype(self.dtype), self.embedding[...])
+        return vocab_logits("BLD,VD->BLV", x.astype(self.dtype), self.embedding[...], 0)
 
     def transposed_table(self) -> Float[Array, "D V"]:
         """E^T `[D, V]`, made once before a decoding loop: at a few rows per step XLA's CPU

@@ -28,8 +28,7 @@ from transformer_jax.nn import (
     padding_mask,
     sinusoidal_encoding,
 )
-from transformer_jax.nn.layers import xavier_uniform
-from transformer_jax.nn.precision import einsum_f32_out
+from transformer_jax.nn.layers import vocab_logits, xavier_uniform
 from transformer_jax.sharding import constrain_batch
 
 Tokens = Int[Array, "B L"]
@@ -100,7 +99,7 @@ class EncoderDecoder(nnx.Module):
         if self.cfg.tie_output:
             logits = self.tgt_embed.attend(y, tied_transposed)
         else:
-            logits = einsum_f32_out("BTD,DV->BTV", y, self.output_proj[...])
+            logits = vocab_logits("BTD,DV->BTV", y, self.output_proj[...], 1)
         if self.cfg.logits_bias:
             logits = logits + self.logits_bias[...]
         return logits
