@@ -46,11 +46,10 @@ def bf16(name: str):
     return config
 
 
-def paper(name: str, rows: int = 4):
+def paper(name: str, rows: int = 8):
     """A paper-sized config (benchmarks/aot_targets.py) at `rows` rows per step."""
     config = copy.deepcopy(paper_configs()[name])
     config.mesh = {"data": 1, "fsdp": 1, "tensor": 1}
-    config.data.batch_multiple = 1
     if config.task == "image_classify":
         config.data.batch_size = rows
     else:
