@@ -613,7 +613,7 @@ plt.show()
 # as credentials. Only process 0 writes logs and metrics. A preempted VM gets SIGTERM, saves a
 # checkpoint, and re-running the same command resumes.
 #
-# The commands, from docs/training.md ("Parallelism and TPU VMs", "Multi-host"):
+# The same meshes from the command line (docs/training.md, "Parallelism and TPU VMs"):
 #
 # ```bash
 # python train.py --config=configs/wmt14_en_de_base.py --workdir=DIR   # data parallel
@@ -621,12 +621,11 @@ plt.show()
 # python train.py ... --config.mesh.data=-1 --config.mesh.tensor=4      # + tensor parallel
 # ```
 #
-# ```bash
-# tfds build wmt14_translate/de-en --file_format=array_record --data_dir=gs://BUCKET/tfds
-# gcloud compute tpus tpu-vm ssh NAME --zone=ZONE --worker=all --command="cd transformer_jax && \
-#   python train.py --config=configs/wmt14_en_de_base.py --workdir=gs://BUCKET/runs/base \
-#   --config.data.tfds_data_dir=gs://BUCKET/tfds --multi_process"
-# ```
+# The launch on a slice is one recipe, in
+# [docs/tpu.md, "A slice over several hosts"](../docs/tpu.md#a-slice-over-several-hosts): it
+# creates the slice, installs the project into the same virtual environment on every worker,
+# checks that each process sees every chip, and starts the same `train.py ... --multi_process`
+# on all workers at once, with the data and the workdir in a Cloud Storage bucket.
 #
 # On GPU clusters without auto-detection add `--coordinator_address=HOST:PORT
 # --num_processes=N --process_id=I`. The test suite runs two processes on one machine (CPU
