@@ -25,6 +25,12 @@ Decoding: greedy and beam-4 search of the base translation model (random weights
 every call decodes exactly `--decode_steps` tokens), tokens per second of the returned best
 hypotheses.
 
+Levers (`--lever NAME=VALUE`, repeatable) switch one thing for a run, so that a run with it
+can be read against one without (`benchmarks/gpu_measure.py --ablate` runs them): see LEVERS.
+Each row records the levers it ran with, the meta the process's XLA_FLAGS.
+`--profile_steps=N --profile_dir=DIR` traces N more train steps after the timed ones with
+`jax.profiler.trace(DIR)` (for TensorBoard's or Perfetto's profile viewer).
+
 Writes JSON as it goes (`--out`; `running` names the case in progress) and prints a line per
 case.
 """
@@ -58,6 +64,8 @@ from transformer_jax.aot import plan  # noqa: E402
 from transformer_jax.aot.report import attention_in  # noqa: E402
 from transformer_jax.aot.targets import CHIPS  # noqa: E402
 from transformer_jax.inference.decoding import beam_search, greedy_decode  # noqa: E402
+from transformer_jax.nn import precision  # noqa: E402
+from transformer_jax.rng import RNG_IMPLS, check_rng_impl, dropout_key  # noqa: E402
 from transformer_jax.training import profiling  # noqa: E402
 from transformer_jax.training.optimizer import optimizer_from_config  # noqa: E402
 from transformer_jax.training.state import create_train_state  # noqa: E402
@@ -69,6 +77,86 @@ CASES = (*TRAIN, "decoding")
 ROWS = {"base": 96, "big": 96, "gpt2_small": 32, "bert_base": 32, "vit_b16": 128}
 MIN_ROWS = {"base": 8, "big": 8, "gpt2_small": 8, "bert_base": 4, "vit_b16": 8}
 CLASSES = 1000  # ViT-B/16's ImageNet head.
+
+
+def _rate(value: str) -> float:
+    rate = float(value)
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"a rate in [0, 1), got {value!r}")
+    return rate
+
+
+def _choice(*allowed: str):
+    def parse(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _rows(value: str) -> int:
+    rows = int(value)
+    if rows < 1:
+        raise ValueError(f"a positive number of rows, got {value!r}")
+    return rows
+
+
+# --lever NAME=VALUE: the form of each value and its parser.
+LEVERS = {
+    # config.model.attention_dropout_rate: above 0, attention runs written out (cuDNN's fused
+    # kernel applies no dropout).
+    "attention_dropout": ("RATE", _rate),
+    # The float32-cotangent backward of the vocabulary head and the attention scores, as
+    # before transformer_jax.nn.precision (apply_levers).
+    "head": ("f32", _choice("f32")),
+    # config.rng_impl: the generator of the dropout bits (transformer_jax/rng.py).
+    "rng": ("|".join(RNG_IMPLS), check_rng_impl),
+    # N rows a step instead of the most rows that fit (measure_train's search).
+    "rows": ("N", _rows),
+}
+
+
+def parse_levers(items: list[str]) -> dict:
+    """`["NAME=VALUE", ...]` as {NAME: parsed value}.
+
+    Raises:
+      ValueError: a lever not in LEVERS (the message names them), a bad value, or a lever twice.
+    """
+    known = ", ".join(f"{name}={what}" for name, (what, _) in LEVERS.items())
+    levers = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in LEVERS:
+            raise ValueError(f"--lever {item!r}: unknown lever {name!r}; known: {known}")
+        if name in levers:
+            raise ValueError(f"--lever {item!r}: {name} given twice")
+        try:
+            levers[name] = LEVERS[name][1](value)
+        except ValueError as e:
+            raise ValueError(f"--lever {item!r}: {name} takes {LEVERS[name][0]} ({e})") from None
+    return levers
+
+
+def f32_cotangent_backward(equation: str, x, w):
+    """`einsum_f32_out`'s product with JAX's own backward: the float32 cotangent times the
+    16-bit operands converted to float32, as the library computed it before
+    `transformer_jax.nn.precision`."""
+    return jnp.einsum(equation, x, w.astype(x.dtype), preferred_element_type=jnp.float32)
+
+
+def apply_levers(configs: dict, levers: dict) -> None:
+    """Sets `levers` on every config in `configs`; "head" is set on the library: for "f32" it
+    replaces `transformer_jax.nn.precision._low_precision_backward` (which `einsum_f32_out`
+    calls for 16-bit inputs) with `f32_cotangent_backward`. A monkeypatch of this benchmark's
+    own process, which measures nothing else; "rows" is measure_train's."""
+    for config in configs.values():
+        if "attention_dropout" in levers:
+            config.model.attention_dropout_rate = levers["attention_dropout"]
+        if "rng" in levers:
+            config.rng_impl = levers["rng"]
+    if levers.get("head") == "f32":
+        precision._low_precision_backward = f32_cotangent_backward
 
 
 class DoesNotFit(RuntimeError):
@@ -191,8 +279,9 @@ def is_out_of_memory(e: Exception) -> bool:
 
 def measure_train(name: str, config, mesh, facts: dict, args) -> dict:
     """The train step of `config` at the most rows (from ROWS[name], halving) that fit."""
-    attempts, rows = [], ROWS[name] if not args.dry_run else 4
-    floor = MIN_ROWS[name] if not args.dry_run else 2
+    fixed = args.levers.get("rows")  # The batch lever: these rows only, no search.
+    attempts, rows = [], fixed or (ROWS[name] if not args.dry_run else 4)
+    floor = fixed or (MIN_ROWS[name] if not args.dry_run else 2)
     limit = facts["memory_limit_bytes"]
     while rows >= floor:
         cfg = with_rows(config, rows)
@@ -254,12 +343,15 @@ def measure_train(name: str, config, mesh, facts: dict, args) -> dict:
 
 
 def run_train(compiled, the_plan, cfg, spec: dict, mesh, args) -> dict:
-    """Warm-up steps, then `args.steps` timed ones on a fresh state and a random batch."""
+    """Warm-up steps, then `args.steps` timed ones on a fresh state and a random batch, then
+    `args.profile_steps` traced ones."""
     tx, _ = optimizer_from_config(cfg, the_plan.model_cfg.d_model)
     _, state, _ = create_train_state(the_plan.model_cfg, tx, mesh, seed=0)
     vocab = getattr(the_plan.model_cfg, "vocab_size", 2)
     batch = random_batch(spec, vocab, mesh)
-    rng = jax.device_put(jax.random.key(0), shd.replicated(mesh))
+    # The key type the step was compiled for (aot.programs: the config's generator).
+    rng = dropout_key(0, cfg.get("rng_impl", "threefry"))
+    rng = jax.device_put(rng, shd.replicated(mesh))
     for _ in range(args.warmup):
         state, metrics = compiled(state, batch, rng)
     jax.block_until_ready(metrics)
@@ -268,12 +360,19 @@ def run_train(compiled, the_plan, cfg, spec: dict, mesh, args) -> dict:
         state, metrics = compiled(state, batch, rng)
     jax.block_until_ready((state, metrics))
     step_s = (time.perf_counter() - started) / args.steps
-    return {
+    row = {
         "step_s": step_s,
         "timed_steps": args.steps,
         "grad_norm": float(metrics["grad_norm"]),
         "nonfinite_steps": float(metrics["nonfinite"]),
     }
+    if args.profile_steps:
+        with jax.profiler.trace(args.profile_dir):
+            for _ in range(args.profile_steps):
+                state, metrics = compiled(state, batch, rng)
+            jax.block_until_ready((state, metrics))
+        row.update(profiled_steps=args.profile_steps, profile_dir=args.profile_dir)
+    return row
 
 
 def measure_decoding(config, mesh, args) -> list[dict]:
@@ -326,7 +425,17 @@ def main() -> None:
     parser.add_argument("--decode_src_len", type=int, default=32)
     parser.add_argument("--decode_steps", type=int, default=64, help="Tokens decoded per row.")
     parser.add_argument("--decode_calls", type=int, default=3, help="Timed calls per case.")
+    parser.add_argument("--lever", action="append", default=[], metavar="NAME=VALUE",
+                        help=f"Repeatable: one of {', '.join(LEVERS)} (see LEVERS).")  # fmt: skip
+    parser.add_argument("--profile_steps", type=int, default=0, help="Train steps to trace.")
+    parser.add_argument("--profile_dir", help="Where --profile_steps' trace goes.")
     args = parser.parse_args()
+    try:
+        args.levers = parse_levers(args.lever)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.profile_steps and not args.profile_dir:
+        parser.error("--profile_steps needs --profile_dir")
     if args.dry_run:
         args.warmup, args.steps, args.decode_calls = 1, 1, 1
     only = [c for c in args.only.split(",") if c]
@@ -339,7 +448,8 @@ def main() -> None:
     facts = device_facts(args.chip)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    result = {"meta": {**facts, "dry_run": args.dry_run}, "rows": [], "running": None}
+    meta = {**facts, "dry_run": args.dry_run, "xla_flags": os.environ.get("XLA_FLAGS", "")}
+    result = {"meta": meta, "rows": [], "running": None}
 
     def save():  # Whole or not at all: the process may be killed at any time.
         out.with_suffix(".tmp").write_text(json.dumps(result, indent=1) + "\n")
@@ -348,6 +458,7 @@ def main() -> None:
     mesh = shd.make_mesh({"data": 1, "fsdp": 1, "tensor": 1}, devices=jax.devices()[:1])
     with tempfile.TemporaryDirectory() as image_root:
         configs = one_gpu_configs(args.dry_run, pathlib.Path(image_root))
+        apply_levers(configs, args.levers)
         for case in only:
             result["running"] = case
             save()
@@ -361,6 +472,7 @@ def main() -> None:
             except Exception as e:  # Recorded; the next case still runs.
                 rows = [{"case": case, "error": f"{type(e).__name__}: {str(e)[:2000]}"}]
             for row in rows:
+                row["levers"] = args.levers
                 row["seconds"] = round(time.perf_counter() - started, 1)
                 print(json.dumps(row), flush=True)
             result["rows"].extend(rows)
