@@ -31,6 +31,21 @@ _ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY_STEPS = (10, 20, 30)  # The checkpoints that `tiny_workdir` keeps.
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked `slow` run first, the longest first (`slow(seconds=N)`, default 30).
+
+    pytest-xdist's worksteal hands each worker a contiguous share of this order and lets an idle
+    worker take the tail of another's queue: with the long tests at the head, the last tests of
+    the run are short ones and no core waits on a long test that started late.
+    """
+
+    def weight(item: pytest.Item) -> float:
+        mark = item.get_closest_marker("slow")
+        return -float(mark.kwargs.get("seconds", 30)) if mark else 0.0
+
+    items.sort(key=weight)  # Stable: collection order within equal weights.
+
+
 @pytest.fixture(scope="session")
 def tiny_workdir(tmp_path_factory) -> pathlib.Path:
     """A tiny train.py run (packed rows: one compiled step) with checkpoints at 10, 20 and 30.

@@ -111,6 +111,7 @@ def compile_command(*args):
     )  # fmt: skip
 
 
+@pytest.mark.slow(seconds=35)
 def test_the_command_prints_the_table_and_takes_overrides():
     done = compile_command(
         "--config=configs/tiny.py", "--target=v5e-4", "--mesh=fsdp=2", "--noinference",
@@ -138,6 +139,7 @@ def test_the_command_prints_the_table_and_takes_overrides():
         assert all(row.startswith("  ") for row in rows) and any("jit(" in r for r in rows), rows
 
 
+@pytest.mark.slow(seconds=40)
 def test_the_command_of_the_docs_runs():
     """docs/cli.md's compile example, as written there (the tiny config on a v5e-8)."""
     lines = command_lines((ROOT / "docs" / "cli.md").read_text(encoding="utf-8"))
@@ -165,6 +167,7 @@ def test_bad_input_is_one_error_line(args, code, message):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow(seconds=100)
 def test_fit_moves_on_to_the_first_setting_that_fits():
     config = tiny.get_config()
     config.data.vocab_size = 700_000  # 1.4e9 embedding parameters: 17 GiB with Adam's moments

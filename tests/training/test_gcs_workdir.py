@@ -41,7 +41,7 @@ def _train(workdir: str, cwd: pathlib.Path, steps: int) -> subprocess.CompletedP
     return proc
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_train_resume_translate_and_plot_on_gs(gcs_bucket, tmp_path):  # noqa: F811
     workdir = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
     _train(workdir, tmp_path, steps=4)
@@ -68,7 +68,7 @@ def test_train_resume_translate_and_plot_on_gs(gcs_bucket, tmp_path):  # noqa: F
     assert str(png) == f"{workdir}/curves.png" and png.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=30)
 def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
     workdir = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
     cmd = [
@@ -94,7 +94,7 @@ def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
     assert len(generator.generate(["The module"], 5, temperature=0)) == 1
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=50)
 def test_bert_pretrain_then_fine_tune_from_gs(gcs_bucket, tmp_path):  # noqa: F811
     pretrained = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
     tuned = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"

@@ -43,7 +43,7 @@ def _launch(num_processes, tmp_path):
     return [json.loads(o.read_text()) for o in outs]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=150)
 def test_two_processes_match_one(tmp_path):
     (single,) = _launch(1, tmp_path)
     multi = _launch(2, tmp_path)
@@ -98,7 +98,7 @@ def _train_processes(workdir, port, *overrides):
     ]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 def test_sigterm_to_one_process_saves_the_same_step_everywhere_then_resumes(tmp_path):
     """Preemption of a 2-process train.py: SIGTERM reaches process 1 only; both processes agree
     on a step (JAX's preemption sync point), save it once, exit 0; the rerun resumes there and

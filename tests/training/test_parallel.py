@@ -70,6 +70,7 @@ def test_sharded_step_equals_single_device(single, mesh_shape):
         assert "tensor" in str(w1.sharding.spec)
 
 
+@pytest.mark.slow(seconds=40)
 def test_gradient_accumulation_equals_full_batch():
     """Without dropout (micro-batches draw their own dropout masks) the updates are the same."""
     cfg = CFG.replace(dropout_rate=0.0)

@@ -29,7 +29,7 @@ from transformer_jax.training import programs as programs_lib
 MAX_IN_FLIGHT = 2  # the step just dispatched and the one before it
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 def test_default_shapes_train_eval_checkpoint_on_8_devices(tmp_path, monkeypatch):
     assert jax.device_count() == 8, "conftest.py simulates 8 CPU devices"
 
