@@ -4,6 +4,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import tiny
-from tests.train_runs import subprocess_env
+from tests.train_runs import subprocess_env, trained_once
 from transformer_jax.inference.translator import Translator
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import TranslationTask
@@ -82,11 +83,16 @@ def _wait_for_step(workdir, step, proc, timeout=300):
     raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("uninterrupted")
-    _run(workdir, *FAST)
-    return _train_losses(workdir)
+@pytest.fixture(scope="session")
+def uninterrupted_run(tmp_path_factory) -> pathlib.Path:
+    """The FAST run without interruption (checkpoints every 4 steps to 24), trained once per
+    session however many xdist workers ask; each caller gets its own copy."""
+    return trained_once(tmp_path_factory, "uninterrupted", lambda w: _run(w, *FAST))
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(uninterrupted_run) -> dict[int, float]:
+    return _train_losses(uninterrupted_run)
 
 
 def test_tiny_run_learns(uninterrupted):
@@ -157,20 +163,24 @@ def _wait_for_new_step(workdir, step, proc, lines_before, timeout=300):
     raise AssertionError(f"step {step} not reached in {timeout}s")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 def test_kill_loop_loses_nothing(tmp_path, uninterrupted):
-    """SIGKILL at 10 moments (5 at random steps, 5 at a checkpoint write), restarting after
-    each: the losses equal the uninterrupted run's, each restart resumes from the newest
-    finished save, no checkpoint is ever found damaged, and every checkpoint left restores."""
+    """SIGKILL at each kind of moment, restarting after each: a random step of the first run
+    (before or after its first save), the next checkpoint write of a resumed run (mid-write, or
+    just after it), a random step of a resumed run, a write again; then more writes (6 kills
+    at most) until one has landed mid-write (3 in 5 do). The losses equal the uninterrupted
+    run's, each restart resumes from the newest finished save, no checkpoint is ever found
+    damaged, at least one kill lands mid-write, and every checkpoint left restores."""
     rng = random.Random(14)
     metrics = pathlib.Path(tmp_path) / "metrics.jsonl"
     killed_at, resumed_from, mid_write = [], [], 0
-    for kill in range(10):
+    kill = 0
+    while kill < 4 or (not mid_write and kill < 6):  # The run ends at 24 = 6 saves.
         lines_before = len(metrics.read_text().splitlines()) if metrics.exists() else 0
         saved = max(_finished_saves(tmp_path), default=0)
         proc = _start(tmp_path)
         try:
-            if kill % 2:
+            if kill % 2 or kill >= 4:
                 mid_write += _kill_during_a_save(tmp_path, proc)
             else:
                 _wait_for_new_step(tmp_path, saved + rng.randint(1, 5), proc, lines_before)
@@ -183,6 +193,7 @@ def test_kill_loop_loses_nothing(tmp_path, uninterrupted):
             resumed_from.append(resumed)
         latest = max(_train_losses(tmp_path), default=0)
         killed_at.append((latest, max(_finished_saves(tmp_path), default=0)))
+        kill += 1
     final = _run(tmp_path, *FAST)
     assert "does not restore" not in final.stderr
     resumed_from.append(int(final.stderr.split(" at step ")[1].split()[0]))
@@ -202,8 +213,10 @@ def test_kill_loop_loses_nothing(tmp_path, uninterrupted):
           f"saves set aside {len(unfinished)}, damaged checkpoints 0")  # fmt: skip
 
 
-def test_damaged_latest_checkpoint_resumes_from_the_newest_intact_one(tmp_path, uninterrupted):
-    _run(tmp_path, *FAST)
+def test_damaged_latest_checkpoint_resumes_from_the_newest_intact_one(
+    tmp_path, uninterrupted_run, uninterrupted
+):
+    shutil.copytree(uninterrupted_run, tmp_path, dirs_exist_ok=True)  # The FAST run, finished.
     latest = tmp_path / "checkpoints" / "24"
     for victim in (p for p in (latest / "state").rglob("*") if p.is_file()):  # Truncated.
         victim.write_bytes(victim.read_bytes()[: os.path.getsize(victim) // 3])
