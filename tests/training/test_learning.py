@@ -18,8 +18,11 @@ def _batch(rng, batch=64):
     return jnp.asarray(src), jnp.asarray(tgt_in), jnp.asarray(tgt)
 
 
+@pytest.mark.slow(seconds=40)
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_reversal_is_learned(norm):
+    """200 Adam steps of 64 rows. Both placements pass loss < 0.2 and accuracy > 95% from step
+    150 on; at step 200 post-norm, the slower one, is at 0.04 and 0.99, pre-norm at 0.006."""
     cfg = EncoderDecoderConfig.tiny(vocab_size=VOCAB, norm=norm, d_model=64, d_ff=128)
     model = EncoderDecoder(cfg, rngs=nnx.Rngs(0))
     optimizer = nnx.Optimizer(model, optax.adam(3e-3), wrt=nnx.Param)
@@ -35,7 +38,7 @@ def test_reversal_is_learned(norm):
         return loss
 
     rng = np.random.default_rng(0)
-    for _ in range(300):
+    for _ in range(200):
         step(model, optimizer, *_batch(rng))
     src, tgt_in, tgt = _batch(np.random.default_rng(123), 256)
     logits = model(src, tgt_in)
