@@ -473,7 +473,10 @@ def ablate(args, out: pathlib.Path) -> int:
             print(missing, flush=True)
             return 2
         site = SITE
-        result["meta"]["install"] = install_wheels(pathlib.Path(args.wheels), SITE)
+        try:
+            result["meta"]["install"] = install_wheels(pathlib.Path(args.wheels), SITE)
+        except Exception as e:  # Recorded; each case then says what it could not import.
+            result["meta"]["install"] = {"error": f"{type(e).__name__}: {e}"}
 
     def save(rows, meta):
         result["rows"] = rows
