@@ -167,15 +167,16 @@ def _wait_for_new_step(workdir, step, proc, lines_before, timeout=300):
 def test_kill_loop_loses_nothing(tmp_path, uninterrupted):
     """SIGKILL at each kind of moment, restarting after each: a random step of the first run
     (before or after its first save), the next checkpoint write of a resumed run (mid-write, or
-    just after it), a random step of a resumed run, a write again; then more writes (6 kills
-    at most) until one has landed mid-write (3 in 5 do). The losses equal the uninterrupted
-    run's, each restart resumes from the newest finished save, no checkpoint is ever found
-    damaged, at least one kill lands mid-write, and every checkpoint left restores."""
+    just after it), a random step of a resumed run, a write again; then more writes, while the
+    run has saves left, until one has landed mid-write (3 in 5 do). The losses equal the
+    uninterrupted run's, each restart resumes from the newest finished save, no checkpoint is
+    ever found damaged, at least one kill lands mid-write, and every checkpoint left restores."""
     rng = random.Random(14)
     metrics = pathlib.Path(tmp_path) / "metrics.jsonl"
     killed_at, resumed_from, mid_write = [], [], 0
     kill = 0
-    while kill < 4 or (not mid_write and kill < 6):  # The run ends at 24 = 6 saves.
+    # Past the 4th kill, only while no kill has landed mid-write and a save is left: step 24.
+    while kill < 4 or (not mid_write and max(_finished_saves(tmp_path), default=0) < 24):
         lines_before = len(metrics.read_text().splitlines()) if metrics.exists() else 0
         saved = max(_finished_saves(tmp_path), default=0)
         proc = _start(tmp_path)
