@@ -1,4 +1,4 @@
-"""The vocabulary padded for the output products on GPUs and TPUs: the same logits, loss and
+"""The vocabulary padded for the output products on GPUs: the same logits, loss and
 gradients as unpadded, parameters of the real vocabulary's shape, nothing padded on CPUs."""
 
 import jax
@@ -16,7 +16,13 @@ from transformer_jax.tasks.losses import token_metrics
 
 @pytest.mark.parametrize(
     "vocab, platform, padded",
-    [(50257, "gpu", 50304), (30522, "tpu", 30592), (256, "gpu", 256), (50257, "cpu", 50257)],
+    [
+        (50257, "gpu", 50304),
+        (30522, "gpu", 30592),
+        (256, "gpu", 256),
+        (50257, "cpu", 50257),
+        (30522, "tpu", 30522),
+    ],
 )
 def test_padded_vocab(vocab, platform, padded):
     assert layers.padded_vocab(vocab, platform) == padded

@@ -31,10 +31,11 @@ ACTIVATIONS = {
 }
 
 
-# The multiple the vocabulary axis of the output products is padded to, per platform: GPU and
-# TPU matrix units take tiles of 128 (a row of 50,257 bfloat16 logits is not even 16-byte
-# aligned); on CPUs padding only adds work.
-VOCAB_MULTIPLE = {"gpu": 128, "tpu": 128}
+# The multiple the vocabulary axis of the output products is padded to, per platform: GPU
+# tensor cores take tiles of 128 (a row of 50,257 bfloat16 logits is not even 16-byte aligned).
+# TPUs lay arrays out in tiles of 128 already, and their compiler (libtpu 0.0.42) fails on the
+# padded table of an FSDP-sharded step; on CPUs padding only adds work.
+VOCAB_MULTIPLE = {"gpu": 128}
 
 
 def padded_vocab(vocab: int, platform: str | None = None) -> int:
