@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jaxtyping import Array, Float, Int
 
@@ -45,7 +46,7 @@ def padded_vocab(vocab: int, platform: str | None = None) -> int:
 
 
 def vocab_logits(
-    equation: str, x: Float[Array, "B L D"], w: Float[Array, "_ _"], vocab_axis: int
+    equation: str, x: Float[Array, "B L D"], w: Float[Array | np.ndarray, "_ _"], vocab_axis: int
 ) -> Float[Array, "B L V"]:
     """float32 logits `einsum_f32_out(equation, x, w)` over `w`'s vocabulary axis, computed with
     that axis padded with zeros to `padded_vocab` and the padding cut off the result: the

@@ -16,10 +16,13 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 
-def einsum_f32_out(equation: str, x: Float[Array, "*x"], w: Float[Array, "*w"]) -> Array:
+def einsum_f32_out(
+    equation: str, x: Float[Array, "*x"], w: Float[Array | np.ndarray, "*w"]
+) -> Array:
     """`jnp.einsum(equation, x, w.astype(x.dtype), preferred_element_type=float32)`.
 
     Args:
