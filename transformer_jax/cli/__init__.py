@@ -28,6 +28,7 @@ COMMANDS = {
     "plot": ("plot", "draw a workdir's loss and validation curves"),
     "compile": ("compile", "compile a config's programs for TPUs/GPUs here; memory, FLOPs"),
     "convert": ("convert", "import Hugging Face checkpoints; export to them, or to CTranslate2"),
+    "serve": ("serve", "serve runs over HTTP: OpenAI-style completions, translation, ..."),
 }
 PROG = "transformer-jax"
 # The same command where the console script is not on the PATH (transformer_jax/__main__.py).

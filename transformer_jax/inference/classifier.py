@@ -85,7 +85,11 @@ class Classifier:
           MeshError: `mesh` does not fit the devices or the model (a ValueError).
           CheckpointError: not a classifier's workdir, or a file is missing or damaged.
         """
-        run = load_encoder(workdir, ("classify",), "Classifier", step, mesh)
+        return cls.from_run(load_encoder(workdir, ("classify",), "Classifier", step, mesh))
+
+    @classmethod
+    def from_run(cls, run: Run) -> Classifier:
+        """The classifier of a loaded fine-tuning run, with its labels.json."""
         path = run.workdir.labels_json
         try:
             labels = json.loads(path.read_bytes())

@@ -105,7 +105,11 @@ class Embedder:
         """
         if pooling is not None:
             check_pooling(pooling, "Embedder.from_checkpoint")
-        run = load_encoder(workdir, TASKS, "embed", step, mesh)
+        return cls.from_run(load_encoder(workdir, TASKS, "embed", step, mesh), pooling=pooling)
+
+    @classmethod
+    def from_run(cls, run: Run, *, pooling: str | None = None) -> Embedder:
+        """The embedder of a loaded encoder run (`load_encoder`), with its embedding.json."""
         settings = EmbeddingSettings.read(run.workdir)
         if settings is None:
             settings = EmbeddingSettings(DEFAULT_POOLING, run.model.cfg.max_len)

@@ -159,7 +159,7 @@ class Translator(FromCheckpoint):
             )
         return out
 
-    def _rows(self, count: int, batch_size: int) -> int:
+    def batch_rows(self, count: int, batch_size: int) -> int:
         """Rows of a batch of `count` sentences: a power of two up to `batch_size` (few shapes),
         a multiple of the device count (the batch is split over the devices)."""
         rows = batch_size if count >= batch_size else 1 << max(count - 1, 0).bit_length()
@@ -228,6 +228,24 @@ class Translator(FromCheckpoint):
         Returns:
           One translation per text.
         """
+        rows = self.translate_tokens(
+            texts, beam_size, alpha, batch_size, max_len, progress=progress
+        )
+        return ["" if row is None else self.tokenizer.decode(row) for row in rows]
+
+    def translate_tokens(
+        self,
+        texts: Sequence[str],
+        beam_size: int = 4,
+        alpha: float = 0.6,
+        batch_size: int = 64,
+        max_len: int | None = None,
+        *,
+        progress: bool = False,
+    ) -> list[np.ndarray | None]:
+        """`translate`'s output ids before detokenizing: one int row per text (eos, then
+        padding, after the translation), None for a blank text. A server cuts them to a
+        request's length before `tokenizer.decode`, which stops at eos."""
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of strings; wrap a single one: [text].")
         if not isinstance(beam_size, int) or isinstance(beam_size, bool) or beam_size < 1:
@@ -240,7 +258,7 @@ class Translator(FromCheckpoint):
         encoded = self._encode(texts)
         todo = [i for i, ids in enumerate(encoded) if ids is not None]
         todo.sort(key=lambda i: len(encoded[i]))
-        outputs = [""] * len(texts)
+        outputs: list[np.ndarray | None] = [None] * len(texts)
         from tqdm.auto import tqdm
 
         with tqdm(
@@ -250,15 +268,20 @@ class Translator(FromCheckpoint):
             for start in range(0, len(todo), batch_size):
                 idx = todo[start : start + batch_size]
                 length = _round_up(max(len(encoded[i]) for i in idx), LENGTH_STEP)
-                rows = self._rows(len(idx), batch_size)
+                rows = self.batch_rows(len(idx), batch_size)
                 src = np.full((rows, length), self.model.cfg.pad_id, np.int32)
                 for row, i in enumerate(idx):
                     src[row, : len(encoded[i])] = encoded[i]
                 tokens = self._decode_batch(src, beam_size, alpha, max_len)
                 for row, i in enumerate(idx):
-                    outputs[i] = self.tokenizer.decode(tokens[row])
+                    outputs[i] = tokens[row]
                 bar.update(len(idx))
         return outputs
+
+    def source_length(self, text: str) -> int:
+        """The tokens `text` takes as a source, eos included (0 for a blank text): more than
+        the model's `cfg.max_len` are truncated when translating."""
+        return len(self.tokenizer.encode(text)) + 1 if text.strip() else 0
 
     # ------------------------------------------------------------------------------ attention
     def attention(self, source: str, target: str | None = None) -> AttentionResult:

@@ -1,0 +1,159 @@
+"""GPT runs served by continuous batching: `SlotEngine` behind OpenAI's completions.
+
+Each prompt is checked (it fits the context with its `max_tokens`), submitted to the engine,
+and its tokens come back through an asyncio queue as the engine makes them; `pieces` turns
+them into text (`TextPieces`), cuts at a `stop` string, and cancels the engine request when
+the client leaves or a stop string ends it, which frees its slot at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from transformer_jax.inference.generator import Generator, TextPieces
+from transformer_jax.serving.errors import ApiError
+from transformer_jax.serving.gpt_slots import SlotEngine
+from transformer_jax.serving.metrics import Metrics
+from transformer_jax.serving.service import Limits
+
+FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "error": "error"}
+
+
+def _held_back(text: str, stops: Sequence[str]) -> int:
+    """How many trailing characters of `text` could begin a stop string (kept back)."""
+    longest = 0
+    for stop in stops:
+        for n in range(min(len(stop) - 1, len(text)), longest, -1):
+            if text.endswith(stop[:n]):
+                longest = n
+                break
+    return longest
+
+
+class CompletionService:
+    """A language-model run served (`Generator` through a `SlotEngine` of `max_batch` slots)."""
+
+    KIND = "completion"
+    ROUTES = ("/v1/completions",)
+
+    def __init__(self, name: str, generator: Generator, limits: Limits, metrics: Metrics):
+        self.name, self.limits, self.metrics = name, limits, metrics
+        self.generator = generator
+        context = generator.model.cfg.max_len
+        self.max_tokens = min(limits.max_tokens, context - 1)
+        self.engine = SlotEngine(generator, slots=limits.max_batch, max_new_tokens=self.max_tokens)
+
+    def warmup(self, progress=lambda _: None) -> int:
+        self.engine.warmup()
+        progress(f"{self.name}: warm-up done")
+        return 1
+
+    def start(self) -> None:
+        self.engine.start()
+
+    def stop(self, drain_s: float) -> None:
+        self.engine.stop(drain_s)
+
+    def describe(self) -> dict:
+        return {
+            "id": self.name,
+            "object": "model",
+            "owned_by": "transformer_jax",
+            "kind": self.KIND,
+            "endpoints": list(self.ROUTES),
+            "context": self.engine.context,
+            "max_tokens": self.max_tokens,
+        }
+
+    def prompt_ids(self, prompt: str, param: str, max_tokens: int) -> list[int]:
+        ids = self.engine.encode(prompt)
+        room = self.engine.context - max_tokens
+        if len(ids) > room:
+            raise ApiError(
+                422,
+                f"{param} is {len(ids)} tokens; with max_tokens={max_tokens} at "
+                f"most {room} fit the model's context of {self.engine.context}. "
+                "Shorten it or ask for fewer tokens.",
+                param=param,
+            )
+        return ids
+
+    def check_capacity(self, prompts: int) -> None:
+        """Raises a 503 `ApiError` when the engine's queue cannot take `prompts` more."""
+        if self.engine.waiting + prompts > self.limits.max_queue:
+            raise ApiError(
+                503,
+                f"{self.name} has {self.engine.waiting} prompts waiting for a "
+                f"slot already. Retry after {self.limits.retry_after_s} s.",
+                type="overloaded_error",
+                headers={"Retry-After": str(self.limits.retry_after_s)},
+            )
+
+    async def pieces(
+        self, ids: list[int], settings: dict, stops: Sequence[str], stats: dict
+    ) -> AsyncIterator[tuple[str, str | None]]:
+        """(text piece, None) as tokens come, then ("", finish_reason) once; `stats["tokens"]`
+        counts the tokens generated."""
+        stats["tokens"] = 0
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def on_token(token, reason):
+            loop.call_soon_threadsafe(queue.put_nowait, (token, reason))
+
+        start = time.monotonic()
+        try:
+            request = self.engine.submit(ids, on_token=on_token, **settings)
+        except RuntimeError as e:  # Stopped: shutting down.
+            raise ApiError(
+                503,
+                f"{e} Retry on another server.",
+                type="overloaded_error",
+                headers={"Retry-After": str(self.limits.retry_after_s)},
+            ) from None
+        text = TextPieces(self.generator, ids)
+        held, first = "", True
+        try:
+            while True:
+                remaining = start + self.limits.timeout_s - time.monotonic()
+                try:
+                    token, reason = await asyncio.wait_for(queue.get(), max(remaining, 0.001))
+                except TimeoutError:
+                    raise ApiError(
+                        504,
+                        f"the completion took more than {self.limits.timeout_s:g}"
+                        " s (the server's --timeout_s).",
+                        type="timeout_error",
+                    ) from None
+                if token is None:
+                    if reason == "error":
+                        raise ApiError(
+                            500,
+                            "the model failed while decoding; see the server log.",
+                            type="server_error",
+                        )
+                    held += text.finish()
+                    cut = min((held.find(s) for s in stops if s in held), default=-1)
+                    yield (held if cut < 0 else held[:cut]), None
+                    yield "", "stop" if cut >= 0 else FINISH[reason]
+                    return
+                stats["tokens"] += 1
+                self.metrics.tokens.labels(self.name).inc()
+                if first:
+                    self.metrics.first_token.labels(self.name).observe(time.monotonic() - start)
+                    first = False
+                held += text.add(token)
+                cut = min((held.find(s) for s in stops if s in held), default=-1)
+                if cut >= 0:
+                    yield held[:cut], None
+                    yield "", "stop"
+                    return
+                keep = _held_back(held, stops)
+                piece, held = held[: len(held) - keep], held[len(held) - keep :]
+                if piece:
+                    yield piece, None
+        finally:
+            request.cancel()  # No-op when it finished; frees the slot otherwise.
+            self.metrics.active_slots.labels(self.name).set(self.engine.active)
