@@ -15,6 +15,8 @@ is masked out and its positions count from its own first token
 pass, then `search.sample_loop` feeds one token per step in one jitted loop. Prompt lengths
 are padded to a multiple of 16 and batch rows to a power of two, so similar calls reuse one
 compiled program; the sampling settings are traced values (changing them does not recompile).
+`TextPieces` cuts a continuation into `stream()`'s pieces for callers that make the tokens
+themselves (`transformer_jax.serving.gpt_slots`).
 
 Letters: B batch rows, P padded prompt length.
 """
@@ -122,6 +124,64 @@ def _one_step(graphdef, params, cache, token, key, t, temperature, top_k, top_p,
     return _pick(greedy, temperature, top_k, top_p)(log_probs, jax.random.fold_in(key, t)), cache
 
 
+# --------------------------------------------------------------------------- text of new tokens
+def continuation(
+    tokenizer: AnyTokenizer,
+    prompt_ids: Sequence[int],
+    new_ids: Sequence[int],
+    prompt_text: str | None = None,
+) -> str:
+    """The text of `new_ids` after the prompt. Decoded together with the prompt, then cut:
+    a SentencePiece "▁" word start becomes a space only in context. `prompt_text`: the
+    prompt's decoded text where the caller already has it."""
+    if prompt_text is None:
+        prompt_text = tokenizer.decode(list(prompt_ids))
+    text = tokenizer.decode([*prompt_ids, *new_ids])
+    if text.startswith(prompt_text):
+        return text[len(prompt_text) :]
+    return tokenizer.decode(list(new_ids))
+
+
+class TextPieces:
+    """A continuation's text piece by piece, as its tokens arrive (what `Generator.stream`
+    yields): each piece is the new text since the last one. An incomplete UTF-8 character
+    (byte tokens decode it to a trailing "\ufffd") is held back until it completes.
+
+        pieces = TextPieces(generator, prompt_ids)
+        for token in new_tokens:  # eos excluded
+            send(pieces.add(token))  # maybe ""
+        send(pieces.finish())
+    """
+
+    def __init__(self, source: Generator | AnyTokenizer, prompt_ids: Sequence[int]):
+        self.tokenizer = source.tokenizer if isinstance(source, Generator) else source
+        self.prompt_ids = list(prompt_ids)
+        self.new_ids: list[int] = []
+        self.sent = ""  # the text given out so far
+        self._prompt_text = self.tokenizer.decode(self.prompt_ids)
+
+    def add(self, token_id: int) -> str:
+        """The text that `token_id` completes ("" while a character is incomplete)."""
+        self.new_ids.append(int(token_id))
+        text = self._text()
+        if text.endswith("\ufffd"):
+            return ""  # perhaps a character cut between tokens: wait for its rest
+        return self._piece(text)
+
+    def finish(self) -> str:
+        """The text still held back after the last token (an incomplete character as is)."""
+        return self._piece(self._text())
+
+    def _text(self) -> str:
+        return continuation(self.tokenizer, self.prompt_ids, self.new_ids, self._prompt_text)
+
+    def _piece(self, text: str) -> str:
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            piece, self.sent = text[len(self.sent) :], text
+            return piece
+        return ""
+
+
 # ---------------------------------------------------------------------------------- Generator
 class Generator(FromCheckpoint):
     """Continues text prompts with a `DecoderOnly` model and its tokenizer.
@@ -178,9 +238,7 @@ class Generator(FromCheckpoint):
         for i, prompt in enumerate(prompts):
             if not isinstance(prompt, str):
                 raise TypeError(f"prompts[{i}] is a {type(prompt).__name__}, not a str.")
-            ids = self.tokenizer.encode(prompt)
-            if self.tokenizer.add_bos or not ids:
-                ids = [self._start_id, *ids]
+            ids = self.prompt_ids(prompt)
             if len(ids) > room:
                 warnings.warn(
                     f"prompt {i} has {len(ids)} tokens but only {room} fit before "
@@ -191,6 +249,14 @@ class Generator(FromCheckpoint):
                 ids = ids[-room:]
             encoded.append(ids)
         return encoded
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The ids a prompt is continued from, uncut: its tokens after the start token where
+        the tokenizer adds a bos or the prompt is empty (see the module doc)."""
+        ids = self.tokenizer.encode(prompt)
+        if self.tokenizer.add_bos or not ids:
+            ids = [self._start_id, *ids]
+        return ids
 
     def _rows(self, count: int, batch_size: int) -> int:
         """A power of two up to `batch_size` (few shapes), a multiple of the device count."""
@@ -224,13 +290,7 @@ class Generator(FromCheckpoint):
             return jitted(*args, **static)
 
     def _continuation(self, prompt_ids: list[int], new_ids: Sequence[int]) -> str:
-        """The text of `new_ids` after the prompt. Decoded together with the prompt, then cut:
-        a SentencePiece "▁" word start becomes a space only in context."""
-        prompt_text = self.tokenizer.decode(prompt_ids)
-        text = self.tokenizer.decode([*prompt_ids, *new_ids])
-        if text.startswith(prompt_text):
-            return text[len(prompt_text) :]
-        return self.tokenizer.decode(new_ids)
+        return continuation(self.tokenizer, prompt_ids, new_ids)
 
     @staticmethod
     def _settings(temperature: float | int, top_k: int, top_p: float | int) -> tuple:
@@ -310,8 +370,7 @@ class Generator(FromCheckpoint):
     def _pieces(self, ids, max_new_tokens, settings, seed, greedy) -> Iterator[str]:
         prompt, start, _, cache_len = self._batch([ids], self._rows(1, 1), max_new_tokens)
         key = jax.random.fold_in(jax.random.key(seed), 0)  # generate()'s key of batch 0
-        new: list[int] = []
-        sent = ""
+        pieces = TextPieces(self.tokenizer, ids)
         cache = self._run(
             _prefill_jit, self._graphdef, self._params, prompt, start, cache_len=cache_len
         )
@@ -324,13 +383,7 @@ class Generator(FromCheckpoint):
             value = int(shd.to_host(token)[0])
             if value == self.tokenizer.eos_id:
                 break
-            new.append(value)
-            text = self._continuation(ids, new)
-            if text.endswith("\ufffd"):
-                continue  # perhaps a character cut between tokens: wait for its rest
-            if len(text) > len(sent) and text.startswith(sent):
-                yield text[len(sent) :]
-                sent = text
-        text = self._continuation(ids, new)
-        if len(text) > len(sent) and text.startswith(sent):
-            yield text[len(sent) :]
+            if piece := pieces.add(value):
+                yield piece
+        if piece := pieces.finish():
+            yield piece
