@@ -18,6 +18,7 @@ import errno
 import ipaddress
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -248,5 +249,9 @@ def serve(
     served = ", ".join(f"{p.name} ({SERVED[p.kind]})" for p in plans)
     announce(f"serving on http://{settings.host}:{port}: {served}; warming up")
     sys.stdout.flush()
+    # uvicorn raises the signal that stopped it again once it has drained, to end the process
+    # as that signal would; with these handlers in place that only returns, and serve exits 0.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     server.run(sockets=[sock])
     return 1 if failed else 0
