@@ -96,7 +96,7 @@ def compiles():
     jax.monitoring.unregister_event_duration_listener(listen)
 
 
-PROGRAMS = [gpt_slots._admit, gpt_slots._step, gpt_slots._empty_slots, gpt_slots._output_table]
+PROGRAMS = [gpt_slots.admit, gpt_slots.step, gpt_slots.empty_slots, gpt_slots.output_table]
 
 
 def _programs() -> list[int]:
@@ -266,7 +266,7 @@ def test_requests_that_do_not_fit_or_have_bad_settings_raise(gen, engine):
 def test_a_failed_step_ends_its_requests_with_error_and_the_engine_goes_on(
     gen, engine, greedy, compiles, monkeypatch
 ):
-    step, calls = gpt_slots._step, []
+    step, calls = gpt_slots.step, []
 
     def failing_once(*args, **kwargs):
         calls.append(1)
@@ -274,7 +274,7 @@ def test_a_failed_step_ends_its_requests_with_error_and_the_engine_goes_on(
             raise RuntimeError("injected failure")
         return step(*args, **kwargs)
 
-    monkeypatch.setattr(gpt_slots, "_step", failing_once)
+    monkeypatch.setattr(gpt_slots, "step", failing_once)
     with no_compiles(compiles):
         (failed,) = finished([submit(engine, gen, PROMPTS[2], temperature=0)])
         (later,) = finished([submit(engine, gen, PROMPTS[2], temperature=0)])
