@@ -32,6 +32,7 @@ IMAGE_TYPES = ("image/png", "image/jpeg", "image/jpg", "application/octet-stream
 async def embeddings(request: Request) -> JSONResponse:
     body = await fields.json_body(request)
     fields.check_known(body, {"model", "input", "encoding_format", "dimensions"}, {"user"})
+    fields.text(body, "user")  # Ignored, but a string.
     service = request.app.state.registry.pick("embeddings", fields.text(body, "model"))
     request.state.model = service.name
     texts, _ = fields.texts(body, "input")
@@ -42,7 +43,9 @@ async def embeddings(request: Request) -> JSONResponse:
         )
     dimension = service.embedder.dimension
     fields.integer(body, "dimensions", dimension, dimension, dimension)
-    results = await answer_or_cancel(request, service.call_many(service.payloads(texts, "input")))
+    results = await answer_or_cancel(
+        request, service.call_many(service.payloads(texts, "input"), "input")
+    )
     data = []
     for i, (vector, _) in enumerate(results):
         vector = np.asarray(vector, np.float32)
@@ -92,7 +95,9 @@ async def classify(request: Request) -> JSONResponse:
         ):
             if isinstance(t, str):
                 fields.unicode(f"input[{i}][{j}]", t)
-    found = await answer_or_cancel(request, service.call_many(service.payloads(items, "input")))
+    found = await answer_or_cancel(
+        request, service.call_many(service.payloads(items, "input"), "input")
+    )
     data = [
         {"index": i, "label": p.label, "probabilities": p.probabilities}
         for i, p in enumerate(found)
@@ -108,7 +113,7 @@ async def fill_mask(request: Request) -> JSONResponse:
     texts, _ = fields.texts(body, "input")
     top_k = fields.integer(body, "top_k", 5, 1, MAX_TOP_K)
     found = await answer_or_cancel(
-        request, service.call_many(service.payloads(texts, "input", top_k))
+        request, service.call_many(service.payloads(texts, "input", top_k), "input")
     )
     data = [
         {

@@ -18,35 +18,47 @@ import json
 import secrets
 import time
 
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 
 from transformer_jax.serving import fields
 from transformer_jax.serving.answers import answer_or_cancel
+from transformer_jax.serving.completions import cancel_all
 from transformer_jax.serving.errors import ApiError
 
 MAX_STOPS = 4  # As OpenAI's API.
 IGNORED = {"user", "presence_penalty", "frequency_penalty"}  # Accepted at their defaults only.
+ONLY = {"n": 1, "best_of": 1, "echo": False, "presence_penalty": 0, "frequency_penalty": 0}
+
+
+def _unsupported(body: dict) -> None:
+    """Refuses OpenAI's fields this server honours at their defaults only (`ONLY`, else null),
+    each checked for its JSON type and OpenAI's range first: echo=0 is a type error."""
+    given = {
+        "n": fields.integer(body, "n", None, 1, 128),
+        "best_of": fields.integer(body, "best_of", None, 1, 20),
+        "echo": fields.boolean(body, "echo", None),
+        "logprobs": fields.integer(body, "logprobs", None, 0, 5),
+        "presence_penalty": fields.number(body, "presence_penalty", None, -2.0, 2.0),
+        "frequency_penalty": fields.number(body, "frequency_penalty", None, -2.0, 2.0),
+        "suffix": fields.text(body, "suffix"),
+        "logit_bias": fields.mapping(body, "logit_bias") or None,  # {}: no bias
+    }
+    for name, value in given.items():
+        if value is not None and value != ONLY.get(name):
+            raise ApiError(
+                400,
+                f"{name}={fields.shown(value)} is not supported by this server "
+                f"(only {ONLY.get(name)!r}).",
+                param=name,
+            )
+    fields.text(body, "user")  # Ignored, but a string.
+    fields.mapping(body, "stream_options")  # Ignored (no usage chunk), but an object.
 
 
 def _settings(body: dict, service) -> tuple[dict, list[str]]:
-    for name, default in (
-        ("n", 1),
-        ("best_of", 1),
-        ("echo", False),
-        ("logprobs", None),
-        ("presence_penalty", 0),
-        ("frequency_penalty", 0),
-        ("suffix", None),
-        ("logit_bias", None),
-    ):
-        value = body.get(name)
-        if value is not None and value != default and value != {}:
-            raise ApiError(
-                400,
-                f"{name}={value!r} is not supported by this server (only {default!r}).",
-                param=name,
-            )
+    _unsupported(body)
     max_tokens = fields.integer(
         body, "max_tokens", min(16, service.max_tokens), 1, service.max_tokens
     )
@@ -108,16 +120,21 @@ async def completions(request: Request):
         "created": int(time.time()),
         "model": service.name,
     }
-    service.check_capacity(len(ids))
+    if stream and listed and len(prompts) > 1:
+        raise ApiError(400, "stream takes one prompt per request.", param="prompt")
+    submitted = service.submit_all(ids, settings)  # 503 here when the queue is full
     if stream:
-        if listed and len(prompts) > 1:
-            raise ApiError(400, "stream takes one prompt per request.", param="prompt")
         return StreamingResponse(
-            _events(service, head, ids[0], settings, stops),
+            _events(service, head, submitted[0], stops),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache"},
+            # Also when the client left before the first event (the generator never ran).
+            background=BackgroundTask(cancel_all, submitted),
         )
-    results = await answer_or_cancel(request, _gather(service, ids, settings, stops))
+    try:
+        results = await answer_or_cancel(request, _gather(service, submitted, stops))
+    finally:
+        cancel_all(submitted)  # A client gone or a prompt failed: free every slot.
     choices = [
         {"text": text, "index": i, "logprobs": None, "finish_reason": reason}
         for i, (text, reason, _) in enumerate(results)
@@ -132,17 +149,17 @@ async def completions(request: Request):
     return JSONResponse({**head, "choices": choices, "usage": usage})
 
 
-async def _one(service, ids, settings, stops) -> tuple[str, str, int]:
+async def _one(service, submitted, stops) -> tuple[str, str, int]:
     parts, reason, stats = [], "length", {}
-    async for piece, finish in service.pieces(ids, dict(settings), stops, stats):
+    async for piece, finish in service.pieces(submitted, stops, stats):
         parts.append(piece)
         if finish is not None:
             reason = finish
     return "".join(parts), reason, stats["tokens"]
 
 
-async def _gather(service, ids, settings, stops):
-    tasks = [asyncio.ensure_future(_one(service, one, settings, stops)) for one in ids]
+async def _gather(service, submitted, stops):
+    tasks = [asyncio.ensure_future(_one(service, one, stops)) for one in submitted]
     try:
         return await asyncio.gather(*tasks)
     finally:
@@ -150,11 +167,11 @@ async def _gather(service, ids, settings, stops):
             task.cancel()
 
 
-async def _events(service, head, ids, settings, stops):
+async def _events(service, head, submitted, stops):
     """Server-sent events of one streamed completion. An error after the stream has started
     is sent as an event holding the OpenAI error object."""
     try:
-        async for piece, finish in service.pieces(ids, dict(settings), stops, {}):
+        async for piece, finish in service.pieces(submitted, stops, {}):
             if not piece and finish is None:
                 continue
             choice = {"text": piece, "index": 0, "logprobs": None, "finish_reason": finish}

@@ -36,7 +36,7 @@ async def translate(request: Request) -> JSONResponse:
         fields.integer(body, "max_length", None, 1, service.positions),
     )
     request.state.model = service.name
-    out = await answer_or_cancel(request, service.call_many(payloads))
+    out = await answer_or_cancel(request, service.call_many(payloads, "text"))
     key = {"translations": out} if listed else {"translation": out[0]}
     return JSONResponse({"model": service.name, **key})
 
@@ -85,6 +85,13 @@ async def libre_translate(request: Request) -> JSONResponse:
     body = await _libre_fields(request)
     request.app.state.check_field_key(request, body.get("api_key"))
     fields.check_known(body, {"q", "source", "target", "format", "api_key", "alternatives"})
+    fields.text(body, "api_key")
+    alternatives = body.get("alternatives")
+    if isinstance(alternatives, str) and alternatives.isdecimal() and len(alternatives) <= 18:
+        alternatives = int(alternatives)  # A form's fields are text.
+    # How many other translations to list: checked, and none listed (LibreTranslate too
+    # lists fewer than asked when it has no more).
+    fields.integer({"alternatives": alternatives}, "alternatives", 0, 0, 2**63 - 1)
     texts, listed = fields.texts(body, "q")
     source = fields.text(body, "source", default="auto")
     target = fields.text(body, "target", required=True)
@@ -93,7 +100,7 @@ async def libre_translate(request: Request) -> JSONResponse:
     service = _pick_pair(request, source, target)
     request.state.model = service.name
     payloads = service.payloads(texts, "q", None, None, None)
-    out = await answer_or_cancel(request, service.call_many(payloads))
+    out = await answer_or_cancel(request, service.call_many(payloads, "q"))
     return JSONResponse({"translatedText": out if listed else out[0]})
 
 

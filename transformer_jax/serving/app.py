@@ -86,7 +86,9 @@ async def _http_error(request: Request, exc) -> Response:  # 404, 405 from the r
         404: f"no endpoint {request.url.path}; see GET /v1/models and docs/serving.md.",
         405: f"{request.method} is not allowed on {request.url.path}.",
     }
-    return error_response(exc.status_code, what.get(exc.status_code, str(exc.detail)))
+    return error_response(
+        exc.status_code, what.get(exc.status_code, str(exc.detail)), headers=exc.headers
+    )  # 405's headers name the allowed methods (Allow).
 
 
 async def _server_error(request: Request, exc: Exception) -> Response:
@@ -217,6 +219,8 @@ def build_app(
             Exception: _server_error,
         },
     )
+    # "/v1/models/" is another path (404), not a 307 to "/v1/models": clients get JSON errors.
+    app.router.redirect_slashes = False
     app.state.registry, app.state.metrics = registry, metrics
     app.state.ready, app.state.progress = False, "loading"
     gate = Gate(app.router, state=app.state, api_key=api_key, max_body_bytes=max_body_bytes)

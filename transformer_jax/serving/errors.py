@@ -9,6 +9,8 @@ or None. The `openai` package reads exactly these keys into its exceptions.
 
 from __future__ import annotations
 
+import json
+
 from starlette.responses import JSONResponse
 
 INVALID = "invalid_request_error"  # The client can fix the request.
@@ -16,6 +18,15 @@ OVERLOADED = "overloaded_error"  # Try again later (503, with Retry-After).
 TIMEOUT = "timeout_error"  # The request's deadline passed before its answer (504).
 SERVER = "server_error"  # Our fault (500): never for bad input.
 AUTH = "authentication_error"  # A missing or wrong API key (401).
+
+
+class _AsciiJSON(JSONResponse):
+    """JSON with every non-ASCII character escaped: a message or param quoting the client's
+    text stays sendable when that text holds a lone surrogate (JSON's "\\ud800"), which
+    UTF-8 cannot encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 class ApiError(Exception):
@@ -36,7 +47,7 @@ class ApiError(Exception):
 
     def response(self) -> JSONResponse:
         body = {"error": {"message": self.message, "type": self.type, "param": self.param}}
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+        return _AsciiJSON(body, status_code=self.status, headers=self.headers)
 
 
 def error_response(status: int, message: str, *, param=None, type: str = INVALID, headers=None):

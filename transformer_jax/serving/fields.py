@@ -2,14 +2,13 @@
 
 Malformed bodies (not JSON, not UTF-8, not an object) are 400; a field of the wrong type is
 400; a value outside its range (a number too large, a text longer than the model's positions)
-is 422; a body over the size limit is 413 (see `app.BodyLimit`). Nothing a client sends can
+is 422; a body over the size limit is 413 (see `app.Gate`). Nothing a client sends can
 raise anything else: every check here answers with the field's name and what it accepts.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from starlette.requests import Request
@@ -52,11 +51,20 @@ def _json_type(value: Any) -> str:
     return names.get(type(value), "number")
 
 
+def shown(value: Any, limit: int = 40) -> str:
+    """`value` as an error message quotes it, cut to about `limit` characters (a 400-digit
+    integer or a megabyte of text is named, not echoed)."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else f"{text[: limit - 10]}... ({len(text)} characters)"
+
+
 def _type_error(name: str, want: str, value: Any) -> ApiError:
     return ApiError(400, f"{name} must be {want}, got a JSON {_json_type(value)}.", param=name)
 
 
-def text(body: dict, name: str, *, default: str | None = None, required: bool = False) -> str:
+def text(
+    body: dict, name: str, *, default: str | None = None, required: bool = False
+) -> str | None:
     """A string field (`default` when absent)."""
     if name not in body or body[name] is None:
         if required:
@@ -120,29 +128,38 @@ def integer(body: dict, name: str, default: int | None, low: int, high: int) -> 
     if not isinstance(value, int) or isinstance(value, bool):
         raise _type_error(name, "an integer", value)
     if not low <= value <= high:
-        raise ApiError(422, f"{name}={value} is outside [{low}, {high}].", param=name)
+        raise ApiError(422, f"{name}={shown(value)} is outside [{low}, {high}].", param=name)
     return value
 
 
-def number(body: dict, name: str, default: float, low: float, high: float) -> float:
+def number(body: dict, name: str, default: float | None, low: float, high: float) -> float | None:
     """A finite number field in [low, high] (`default` when absent or null)."""
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, int | float) or isinstance(value, bool):
         raise _type_error(name, "a number", value)
-    if not math.isfinite(value) or not low <= value <= high:
-        raise ApiError(422, f"{name}={value} is outside [{low}, {high}].", param=name)
+    # NaN and infinities fail the comparison; math.isfinite would overflow on 10**400.
+    if not low <= value <= high:
+        raise ApiError(422, f"{name}={shown(value)} is outside [{low}, {high}].", param=name)
     return float(value)
 
 
-def boolean(body: dict, name: str, default: bool) -> bool:
+def boolean(body: dict, name: str, default: bool | None) -> bool | None:
     """A boolean field (`default` when absent or null)."""
     value = body.get(name)
     if value is None:
         return default
     if not isinstance(value, bool):
         raise _type_error(name, "true or false", value)
+    return value
+
+
+def mapping(body: dict, name: str) -> dict | None:
+    """An object field (None when absent or null)."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise _type_error(name, "an object", value)
     return value
 
 
@@ -153,6 +170,6 @@ def check_known(body: dict, known: set[str], ignored: set[str] = frozenset()) ->
         if name not in known and name not in ignored:
             raise ApiError(
                 400,
-                f"unknown field {name!r}; this endpoint takes {', '.join(sorted(known))}.",
+                f"unknown field {shown(name)}; this endpoint takes {', '.join(sorted(known))}.",
                 param=name,
             )

@@ -19,22 +19,30 @@ from transformer_jax.serving.errors import ApiError
 from transformer_jax.serving.metrics import Metrics
 from transformer_jax.serving.service import Limits, Service
 
-MAX_PIXELS = 40_000_000  # Pillow refuses larger images (a decompression bomb) before decoding.
+MAX_PIXELS = 40_000_000  # Larger images (a decompression bomb) are refused before decoding.
 
 
 def decode_image(data: bytes, shape: tuple[int, int, int], resize: bool) -> np.ndarray:
     """uint8 `[H, W, C]` pixels of an encoded image, in the model's channels and size.
 
     Raises:
-      ApiError: 400 for bytes Pillow cannot read as an image, 422 for another size without
-        `resize` (naming the size the model takes).
+      ApiError: 400 for bytes Pillow cannot read as an image, 413 past `MAX_PIXELS`, 422
+        for another size without `resize` (naming the size the model takes).
     """
     from PIL import Image  # The vision extra's; imported when an image model is served.
 
     h, w, c = shape
-    Image.MAX_IMAGE_PIXELS = MAX_PIXELS
+    Image.MAX_IMAGE_PIXELS = MAX_PIXELS  # Pillow only warns up to twice this: we check too.
+    too_big = ApiError(
+        413,
+        f"the image has more than {MAX_PIXELS} pixels, the most this server decodes; "
+        f"the model takes {w}x{h}.",
+        param="image",
+    )
     try:
         with Image.open(io.BytesIO(data)) as image:
+            if image.width * image.height > MAX_PIXELS:  # Its header's size: not decoded yet.
+                raise too_big
             image.load()
             image = image.convert("L" if c == 1 else "RGB")
             if image.size != (w, h):
@@ -50,6 +58,8 @@ def decode_image(data: bytes, shape: tuple[int, int, int], resize: bool) -> np.n
             pixels = np.asarray(image, np.uint8)
     except ApiError:
         raise
+    except Image.DecompressionBombError:
+        raise too_big from None
     except Exception as e:  # noqa: BLE001 - any decoder error is the client's bad file
         raise ApiError(
             400,

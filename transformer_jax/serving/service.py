@@ -117,8 +117,24 @@ class Service:
         finally:
             self.metrics.queue_depth.labels(self.name).set(self.batcher.depth)
 
-    async def call_many(self, payloads: Sequence[tuple[Any, Hashable]]) -> list[Any]:
-        """The results of several payloads (one request's list of texts), in order."""
+    async def call_many(
+        self, payloads: Sequence[tuple[Any, Hashable]], param: str | None = None
+    ) -> list[Any]:
+        """The results of several payloads (one request's list of texts, the field `param`),
+        in order.
+
+        Raises:
+          ApiError: 413 when they are more than the queue ever holds (a retry cannot help),
+            and as `call`.
+        """
+        if len(payloads) > self.limits.max_queue:
+            raise ApiError(
+                413,
+                f"{param or 'the request'} lists {len(payloads)} items; {self.name} queues "
+                f"at most {self.limits.max_queue} (the server's --max_queue). Send fewer "
+                "per request.",
+                param=param,
+            )
         tasks = [asyncio.ensure_future(self.call(p, g)) for p, g in payloads]
         try:
             return list(await asyncio.gather(*tasks))
