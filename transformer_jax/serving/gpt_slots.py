@@ -156,23 +156,30 @@ class SlotEngine:
         """Compiles every program the engine will run: the empty slots, each prefill bucket,
         the step (its greedy and sampling branches) and the key derivation.
 
-        Each program is run on the state each other one returns (twice round, then one more
-        step), so that a program whose output lies differently from its input (parameters
-        sharded over several devices) has compiled for both layouts here, not while serving."""
+        A program's output may lie differently from its input (its layout, or its sharding
+        over several devices), and jit compiles once per input signature: so every bucket's
+        prefill runs here on each state it can meet while serving (fresh slots, another
+        prefill's, a step's), and the step on a prefill's and on its own."""
         if self._thread is not None:
             raise RuntimeError("warmup() must run before start().")
         request_key(0)
         self._table = output_table(self._graphdef, self._params)
-        self._state = self._empty()
-        for _ in range(2):
-            for length in self._buckets:
-                prompt = np.zeros((1, length), np.int32)
-                self._state = admit(
-                    self._graphdef, self._params, self._state, prompt, np.int32(0), np.int32(0),
-                    context=self._context,
-                )  # fmt: skip
-            tokens, self._state = self._step()
+
+        def prefill(length: int) -> None:
+            prompt = np.zeros((1, length), np.int32)
+            self._state = admit(
+                self._graphdef, self._params, self._state, prompt, np.int32(0), np.int32(0),
+                context=self._context,
+            )  # fmt: skip
+
+        for length in self._buckets:
+            self._state = self._empty()
+            prefill(length)  # on fresh slots
+            prefill(length)  # on a prefill's state
+            _, self._state = self._step()  # a step on a prefill's state
+            prefill(length)  # on a step's state
         tokens, self._state = self._step()
+        tokens, self._state = self._step()  # a step on a step's state
         np.asarray(tokens)
         self._state = self._empty()
 
