@@ -17,23 +17,29 @@ def _module_name(path: pathlib.Path) -> str:
 
 
 def _imports(path: pathlib.Path) -> tuple[set[str], list[str]]:
-    """(package modules imported at module level, package imports inside functions)."""
-    tree = ast.parse(path.read_text())
+    """(package modules imported at module level, package imports inside functions). A
+    module-level `try:` around an import (an optional extra) is still module level."""
     top, nested = set(), []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-        else:
-            continue
-        names = [n for n in names if n.startswith("transformer_jax")]
-        if not names:
-            continue
-        if node.col_offset == 0:
-            top.update(names)
-        else:
-            nested.append(f"{_module_name(path)}: {names[0]}")
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef
+            )
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [child.module] + [f"{child.module}.{a.name}" for a in child.names]
+            else:
+                visit(child, inside)
+                continue
+            names = [n for n in names if n.startswith("transformer_jax")]
+            if names and in_function:
+                nested.append(f"{_module_name(path)}: {names[0]}")
+            elif names:
+                top.update(names)
+
+    visit(ast.parse(path.read_text()), False)
     return top, nested
 
 

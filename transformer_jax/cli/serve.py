@@ -20,11 +20,15 @@ import sys
 from absl import flags
 
 from transformer_jax.cli import common
+from transformer_jax.serving.settings import API_KEY_ENV, Limits, Settings
+
+try:  # The server needs the serve extra; without it the command says so (`serve` below).
+    from transformer_jax.serving.server import serve as run_server
+except ImportError as missing:
+    run_server, MISSING = None, missing.name
 
 
 def define_flags(fv: flags.FlagValues) -> None:
-    from transformer_jax.serving.service import Limits
-
     limits = Limits()
     flags.DEFINE_multi_string("workdir", None, "A run to serve (repeatable).", flag_values=fv)
     flags.DEFINE_multi_string(
@@ -92,19 +96,10 @@ def define_flags(fv: flags.FlagValues) -> None:
 
 
 def serve(fv: flags.FlagValues, args: list[str]) -> int:
-    try:
-        import prometheus_client  # noqa: F401
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as e:
+    if run_server is None:
         raise ImportError(
-            f"serve needs the serve extra ({e.name} is not installed): "
-            "pip install -e '.[serve]'"
-        ) from None
-    from transformer_jax.serving.server import API_KEY_ENV, Settings
-    from transformer_jax.serving.server import serve as run_server
-    from transformer_jax.serving.service import Limits
-
+            f"serve needs the serve extra ({MISSING} is not installed): pip install -e '.[serve]'"
+        )
     for flag, minimum in (
         ("max_batch", 1),
         ("max_queue", 1),

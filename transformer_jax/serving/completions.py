@@ -19,7 +19,7 @@ from transformer_jax.inference.generator import Generator, TextPieces
 from transformer_jax.serving.errors import OVERLOADED, ApiError
 from transformer_jax.serving.gpt_slots import Request, SlotEngine
 from transformer_jax.serving.metrics import Metrics
-from transformer_jax.serving.service import Limits
+from transformer_jax.serving.settings import Limits
 
 FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "error": "error"}
 

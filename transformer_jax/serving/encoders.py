@@ -19,7 +19,8 @@ from transformer_jax.inference.encoder_inputs import padded_length
 from transformer_jax.inference.fill_mask import MaskFiller
 from transformer_jax.serving.errors import ApiError
 from transformer_jax.serving.metrics import Metrics
-from transformer_jax.serving.service import Limits, Service, text_with_tokens
+from transformer_jax.serving.service import Service, text_with_tokens
+from transformer_jax.serving.settings import Limits
 
 MAX_TOP_K = 20  # Fill-mask guesses a request may ask for: computed once at this many.
 

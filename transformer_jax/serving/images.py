@@ -17,7 +17,8 @@ import numpy as np
 from transformer_jax.inference.image_classifier import ImageClassifier
 from transformer_jax.serving.errors import ApiError
 from transformer_jax.serving.metrics import Metrics
-from transformer_jax.serving.service import Limits, Service
+from transformer_jax.serving.service import Service
+from transformer_jax.serving.settings import Limits
 
 MAX_PIXELS = 40_000_000  # Larger images (a decompression bomb) are refused before decoding.
 

@@ -41,11 +41,10 @@ from transformer_jax.serving.encoders import ClassifyService, EmbeddingService, 
 from transformer_jax.serving.images import ImageService
 from transformer_jax.serving.metrics import Metrics
 from transformer_jax.serving.registry import Registry
-from transformer_jax.serving.service import Limits
+from transformer_jax.serving.settings import API_KEY_ENV, Settings
 from transformer_jax.serving.translation import TranslationService
 
 log = logging.getLogger("transformer_jax.serve")
-API_KEY_ENV = "TRANSFORMER_JAX_API_KEY"
 SERVED = {  # (config.model.name, config.task) -> what is served
     ("decoder_only", "language_model"): "completions",
     ("encoder_decoder", "translation"): "translation",
@@ -53,21 +52,6 @@ SERVED = {  # (config.model.name, config.task) -> what is served
     ("encoder_only", "classify"): "classification and embeddings",
     ("vit", "image_classify"): "image classification",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """How the server runs (the `serve` command's flags)."""
-
-    host: str = "127.0.0.1"
-    port: int = 8000
-    api_key: str | None = None
-    limits: Limits = Limits()
-    beam_sizes: tuple[int, ...] = (4, 1)
-    max_body_bytes: int = 1 << 20
-    drain_s: float = 25.0
-    mesh: str | None = None
-    log_level: str = "info"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,34 +10,13 @@ while serving.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, ClassVar
 
 from transformer_jax.serving.batcher import Batcher, DeadlineExceeded, QueueFull, Stopped
 from transformer_jax.serving.errors import OVERLOADED, TIMEOUT, ApiError
 from transformer_jax.serving.metrics import Metrics
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The batching knobs and caps of every served model.
-
-    Attributes:
-      max_batch: most requests (texts, images, GPT slots) computed together.
-      max_wait_ms: longest a request waits for others to fill its batch.
-      max_queue: most requests waiting per model; more are refused with 503 at once.
-      timeout_s: a request not answered by then gets 504 (work not started is dropped).
-      max_tokens: the most tokens a completion may ask for (and its default cap).
-      retry_after_s: what a 503 tells the client to wait before retrying.
-    """
-
-    max_batch: int = 32
-    max_wait_ms: float = 5.0
-    max_queue: int = 256
-    timeout_s: float = 60.0
-    max_tokens: int = 256
-    retry_after_s: int = 1
+from transformer_jax.serving.settings import Limits
 
 
 class Service:

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from transformer_jax.inference.translator import LENGTH_STEP, Translator
 from transformer_jax.serving.errors import ApiError
 from transformer_jax.serving.metrics import Metrics
-from transformer_jax.serving.service import Limits, Service, round_up, text_with_tokens
+from transformer_jax.serving.service import Service, round_up, text_with_tokens
+from transformer_jax.serving.settings import Limits
 
 
 class TranslationService(Service):
