@@ -121,6 +121,10 @@ def load(plans: Sequence[Plan], settings: Settings, metrics: Metrics, registry: 
             registry.add(ImageService(p.name, classifier, limits, metrics))
 
 
+class _WarmUpStopped(Exception):
+    """The server was asked to stop while warming up."""
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on (host, port); port 0 picks a free one.
 
@@ -187,12 +191,18 @@ def serve(
     failed: list[str] = []
     server: uvicorn.Server | None = None
 
+    stopping = threading.Event()  # SIGTERM during the warm-up: stop between its batches.
+
+    def progress(text: str) -> None:
+        if stopping.is_set():
+            raise _WarmUpStopped()
+        app.state.progress = text
+
     def warm_up() -> None:
         try:
             load(plans, settings, metrics, registry)
-            services = list(registry.services.values())
-            for service in services:
-                service.warmup(progress=lambda text: setattr(app.state, "progress", text))
+            for service in list(registry.services.values()):
+                service.warmup(progress=progress)
                 service.start()
             # The loaded models, programs and modules are millions of long-lived objects that
             # every full collection would walk again (pauses of 0.2-0.4 s under load, the
@@ -205,6 +215,8 @@ def serve(
                 f"ready: {', '.join(registry.names())} "
                 f"({int(metrics.compilations._value.get())} programs compiled)"
             )
+        except _WarmUpStopped:
+            log.info("stopped during the warm-up")
         except Exception as e:  # noqa: BLE001 - reported, and the server exits 1
             log.exception("loading failed")
             failed.append(f"{type(e).__name__}: {e}")
@@ -216,7 +228,8 @@ def serve(
         loader = threading.Thread(target=warm_up, name="warm-up", daemon=True)
         loader.start()
         yield
-        loader.join()
+        stopping.set()
+        loader.join()  # At most the warm-up batch (or GPT engine warm-up) in flight.
         for service in list(registry.services.values()):
             service.stop(settings.drain_s)
 

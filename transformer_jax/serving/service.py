@@ -36,6 +36,8 @@ class Service:
             max_queue=limits.max_queue,
             on_batch=metrics.batch_observer(name),
         )
+        # Read at each scrape: requests dropped by the batcher (cancelled, expired) leave too.
+        metrics.queue_depth.labels(name).set_function(lambda: self.batcher.depth)
 
     # Subclasses ---------------------------------------------------------------------------
     def run_batch(self, payloads: Sequence[Any]) -> list[Any]:
@@ -77,7 +79,6 @@ class Service:
         Raises:
           ApiError: 503 (queue full, shutting down) or 504 (deadline passed).
         """
-        self.metrics.queue_depth.labels(self.name).set(self.batcher.depth + 1)
         try:
             future = self.batcher.submit(payload, group, self.limits.timeout_s)
         except QueueFull as e:
@@ -93,8 +94,6 @@ class Service:
             ) from None
         except Stopped as e:
             raise self.overloaded(str(e)) from None
-        finally:
-            self.metrics.queue_depth.labels(self.name).set(self.batcher.depth)
 
     async def call_many(
         self, payloads: Sequence[tuple[Any, Hashable]], param: str | None = None
