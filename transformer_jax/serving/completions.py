@@ -118,12 +118,14 @@ class CompletionService:
                 type=OVERLOADED,
                 headers=retry,
             )
-        loop = asyncio.get_running_loop()
+        loop, ended = asyncio.get_running_loop(), self.metrics.completions_ended
         out: list[Submitted] = []
         for ids in prompts:
             queue: asyncio.Queue = asyncio.Queue()
 
             def on_token(token, reason, queue=queue):
+                if token is None:  # Counted here: a cancelled stream has no reader left.
+                    ended.labels(self.name, reason).inc()
                 loop.call_soon_threadsafe(queue.put_nowait, (token, reason))
 
             try:

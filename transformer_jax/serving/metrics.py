@@ -8,6 +8,8 @@
     transformer_jax_generated_tokens_total{model}             tokens produced (rate() = tokens/s)
     transformer_jax_time_to_first_token_seconds{model}        streaming latency (histogram)
     transformer_jax_active_slots{model}                       GPT slots decoding
+    transformer_jax_completions_ended_total{model, reason}    GPT requests leaving their slot:
+                                                              stop, length, cancelled, error
     transformer_jax_xla_compilations_total                    programs compiled since start
     transformer_jax_ready                                     1 once every program is compiled
 
@@ -67,6 +69,13 @@ class Metrics:
         )
         self.active_slots = Gauge(
             prefix + "active_slots", "GPT slots decoding.", ["model"], registry=r
+        )
+        self.completions_ended = Counter(
+            prefix + "completions_ended",
+            "GPT requests that left the engine, by reason (stop, length, cancelled: the client "
+            "went away, error).",
+            ["model", "reason"],
+            registry=r,
         )
         self.compilations = Counter(
             prefix + "xla_compilations",

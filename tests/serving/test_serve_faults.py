@@ -137,29 +137,39 @@ def test_past_the_deadline_answers_504(tiny_lm_workdir):
 
 
 # ---------------------------------------------------------------- a client leaves mid-stream
+def ended(client: httpx.Client, reason: str) -> float:
+    """transformer_jax_completions_ended_total of the gpt model for `reason` (0 before any)."""
+    text = client.get("/metrics").text
+    pattern = rf'^transformer_jax_completions_ended_total{{model="gpt",reason="{reason}"}} (\S+)$'
+    found = re.search(pattern, text, re.M)
+    return float(found[1]) if found else 0.0
+
+
 @pytest.mark.slow(seconds=15)
 def test_client_gone_mid_stream_frees_its_slot(tiny_lm_workdir):
-    """256 slots make each step slow enough to time: a stream closed after its first event
-    frees its slot within a few steps, long before its remaining tokens would have come."""
+    """A stream closed after its first event ends in the engine as "cancelled" (not "length":
+    its remaining tokens are never made) and its slot is free for the next request.
+
+    256 slots make each step slow. On a loaded machine the events can still lag behind the
+    engine so far that the whole answer is made before the client has read its first event;
+    such a try proves nothing, and the test tries again (3 tries)."""
     with gpt_server(tiny_lm_workdir, "--max_batch=256") as proc:
         proc.wait_ready()
         with httpx.Client(base_url=proc.url, timeout=60) as c:
-            start = time.monotonic()
-            assert complete(c.post("/v1/completions", json=LONG))["usage"]["completion_tokens"]
-            whole = time.monotonic() - start  # The same greedy tokens as the stream's.
-            with c.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as events:
-                first = next(line for line in events.iter_lines() if line.startswith("data: "))
-                assert json.loads(first[6:])["choices"][0]["finish_reason"] is None
-                assert gauge(c, "active_slots") == 1
-            closed = time.monotonic()  # The connection is closed on leaving the block.
-            while gauge(c, "active_slots") != 0:
-                assert time.monotonic() - closed < whole / 2, "the slot was not freed"
-                time.sleep(0.005)
-            freed = time.monotonic() - closed
-            start = time.monotonic()
-            complete(c.post("/v1/completions", json={**LONG, "max_tokens": 1}))
-            assert time.monotonic() - start < whole, "a following request waited"
-        assert freed < whole / 2, (freed, whole)
+            for _ in range(3):
+                cancelled, length = ended(c, "cancelled"), ended(c, "length")
+                with c.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as events:
+                    first = next(line for line in events.iter_lines() if line.startswith("data: "))
+                    assert json.loads(first[6:])["choices"][0]["finish_reason"] is None
+                closed = time.monotonic()  # The connection is closed on leaving the block.
+                while gauge(c, "active_slots") != 0:
+                    assert time.monotonic() - closed < 30, "the slot was not freed"
+                    time.sleep(0.005)
+                if ended(c, "length") == length:
+                    break
+            assert ended(c, "cancelled") == cancelled + 1
+            assert ended(c, "length") == length, "the engine decoded for a client that had left"
+            assert complete(c.post("/v1/completions", json={**LONG, "max_tokens": 1}))
         assert proc.stop() == 0, proc.output()[-3000:]
 
 
