@@ -190,6 +190,14 @@ def test_a_bad_field_is_refused_naming_it(case):
     assert named in str(error.value), (name, path, value, str(error.value))
 
 
+@pytest.mark.parametrize("value", [None, "", "8", 2.5])
+def test_a_bad_batch_multiple_is_named_under_gradient_accumulation(value):
+    """gpt2_small accumulates gradients: the micro-batch check must not read a bad multiple."""
+    assert CONFIGS["gpt2_small"]["grad_accum_steps"] > 1
+    with pytest.raises(ValueError, match="batch_multiple"):
+        validate_train_config(with_value("gpt2_small", "data.batch_multiple", value))
+
+
 @pytest.mark.parametrize("name", ["tiny", "gpt_tiny", "bert_tiny", "vit_tiny"])
 def test_d_model_not_divisible_by_num_heads_is_refused(name):
     config = with_value(name, "model.num_heads", 3 if CONFIGS[name]["model"]["d_model"] % 3 else 5)

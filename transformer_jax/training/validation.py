@@ -41,12 +41,6 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
         value = config[name]
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"config.{name} must be a positive integer, got {value!r}.")
-    rows = config.data.batch_multiple
-    if config.grad_accum_steps > 1 and rows % config.grad_accum_steps:
-        raise ValueError(
-            f"config.grad_accum_steps={config.grad_accum_steps} must divide "
-            f"config.data.batch_multiple={rows} so batches split into equal micro-batches."
-        )
     if "task" not in config or "name" not in config.model:
         raise ValueError(
             "config.task and config.model.name must name the task and the model, e.g. "
@@ -80,7 +74,13 @@ def validate_train_config(config: ml_collections.ConfigDict) -> type[tasks.Task]
     check_profiling_fields(config)
     models.get(config.model.name)
     task_cls = tasks.get(config.task)
-    task_cls.validate(config)
+    task_cls.validate(config)  # data.batch_multiple is a positive integer or None after this
+    rows = config.data.get("batch_multiple")
+    if rows is not None and config.grad_accum_steps > 1 and rows % config.grad_accum_steps:
+        raise ValueError(
+            f"config.grad_accum_steps={config.grad_accum_steps} must divide "
+            f"config.data.batch_multiple={rows} so batches split into equal micro-batches."
+        )
     check_batch_split(config, jax.device_count())
     # An attention kernel the devices lack ("splash" off a TPU): the devices of the mesh set
     # (a compile target's), else this host's.
