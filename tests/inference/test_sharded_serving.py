@@ -23,12 +23,14 @@ from transformer_jax.cli import generate as generate_cli
 from transformer_jax.cli import translate as translate_cli
 from transformer_jax.data.tokenizer import train_tokenizer
 from transformer_jax.inference import Classifier, Generator, ImageClassifier, MaskFiller, Translator
+from transformer_jax.inference.generator import TextPieces
 from transformer_jax.models.decoder_only import DecoderOnly, DecoderOnlyConfig
 from transformer_jax.models.encoder_decoder import EncoderDecoder, EncoderDecoderConfig
 from transformer_jax.models.encoder_only import EncoderOnly, EncoderOnlyConfig
 from transformer_jax.models.vit import VisionTransformer, VitConfig
 from transformer_jax.runs.checkpoints import Checkpoints
 from transformer_jax.runs.layout import Workdir
+from transformer_jax.serving.gpt_slots import SlotEngine
 from transformer_jax.serving_mesh import MeshError, check_fits, serving_mesh
 from transformer_jax.tokens import BERT_SYMBOLS
 from transformer_jax.training.state import TrainState
@@ -165,6 +167,33 @@ def test_generator_on_a_mesh_equals_one_device(lm_dir, mesh):
     check_sharded(generator.model, mesh)
     assert generator.generate(PROMPTS, 8, temperature=0) == expected
     assert len(set(expected)) > 1
+
+
+@pytest.mark.parametrize("mesh", ALL_AXES)
+def test_the_servers_slot_engine_on_a_mesh_equals_one_device(lm_dir, mesh):
+    """`serve --mesh`: the continuous-batching engine runs its programs on parameters split
+    over the mesh, all prompts sharing the slots, and answers as `generate` on one device."""
+    expected = Generator.from_checkpoint(lm_dir, mesh=one_device()).generate(
+        PROMPTS, 8, temperature=0
+    )
+    generator = Generator.from_checkpoint(lm_dir, mesh=mesh)
+    check_sharded(generator.model, mesh)
+    engine = SlotEngine(generator, slots=2, max_new_tokens=8)  # 3 prompts: one waits
+    engine.start()
+    texts, requests = [""] * len(PROMPTS), []
+    try:
+        for i, prompt in enumerate(PROMPTS):
+            ids = engine.encode(prompt)
+            pieces = TextPieces(generator, ids)
+
+            def on_token(token, reason, i=i, pieces=pieces):
+                texts[i] += pieces.finish() if token is None else pieces.add(token)
+
+            requests.append(engine.submit(ids, max_new_tokens=8, temperature=0, on_token=on_token))
+        assert all(r.wait(120) for r in requests)
+    finally:
+        engine.stop()
+    assert texts == expected
 
 
 # ---------------------------------------------------------------------------- encoders
