@@ -168,7 +168,7 @@ def softmax_jacobian_norm(logits):
 
 
 rows, num_keys = choose(full=4096, fast=512), 64
-depths = [4, 16, 64, 256, 1024]
+depths = choose(full=[4, 16, 64, 256, 1024], fast=[4, 1024])
 table = []
 for depth in depths:
     kq, kk = jax.random.split(jax.random.key(depth))
@@ -443,8 +443,8 @@ def measure(batch: int, n: int, depth: int, repeats: int) -> dict:
 
 repeats, batch = choose(full=5, fast=2), 8
 fixed_depth, fixed_length = 256, 256
-lengths = choose(full=[16, 32, 64, 128, 256, 512, 1024, 2048], fast=[32, 128, 512])
-depths = choose(full=[64, 128, 256, 512, 1024], fast=[64, 512])
+lengths = choose(full=[16, 32, 64, 128, 256, 512, 1024, 2048], fast=[64, 256])
+depths = choose(full=[64, 128, 256, 512, 1024], fast=[64, 256])
 by_length = [measure(batch, n, fixed_depth, repeats) for n in lengths]
 by_depth = [measure(batch, fixed_length, depth, repeats) for depth in depths]
 

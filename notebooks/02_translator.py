@@ -104,14 +104,17 @@ from configs import default
 from transformer_jax.notebook import choose, fast_mode
 
 config = default.get_config()
-if fast_mode():  # CI's short run: a small corpus and a few dozen steps.
+if fast_mode():  # CI's short run: a small corpus, a 1+1-layer model and a few steps.
+    config.model.num_encoder_layers = config.model.num_decoder_layers = 1  # compiles faster
+    config.model.d_model = 64
+    config.model.d_ff = 128
     config.data.embedded_train_size = 2000
-    config.data.embedded_eval_size = 32
-    config.data.embedded_test_size = 32
+    config.data.embedded_eval_size = 16
+    config.data.embedded_test_size = 16
     config.data.tokens_per_batch = 512
-    config.num_train_steps = 40
-    config.warmup_steps = 20
-    config.log_every = 10
+    config.num_train_steps = 20
+    config.warmup_steps = 10
+    config.log_every = 5
     config.eval_every = 20
     config.checkpoint_every = 20
     config.eval_bleu_sentences = 16
@@ -259,10 +262,10 @@ from transformer_jax import Translator
 from transformer_jax.inference.scoring import corpus_scores
 
 translator = Translator.from_checkpoint(workdir)
-test_pairs = embedded_pairs("test", choose(full=1000, fast=16), seed=0, target_lang="fr")
+test_pairs = embedded_pairs("test", choose(full=1000, fast=8), seed=0, target_lang="fr")
 sources = [s for s, _ in test_pairs]
 references = [t for _, t in test_pairs]
-timed = sources[: choose(full=256, fast=16)]
+timed = sources[: choose(full=256, fast=8)]
 searches = {}
 for name, beam_size in [("greedy", 1), ("beam 4, alpha 0.6", 4)]:
     hypotheses = translator.translate(sources, beam_size=beam_size)  # compiles each batch shape

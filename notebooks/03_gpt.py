@@ -42,7 +42,7 @@
 #
 # The full notebook trains for several minutes on a 2-core CPU and runs in under ten (Colab:
 # Runtime > Run all). With `TRANSFORMER_JAX_FAST=1` (what CI runs) it trains a byte-level toy for
-# a few dozen steps instead: every cell runs, but do not expect its figures to say much.
+# twenty steps instead: every cell runs, but do not expect its figures to say much.
 
 # %%
 # Setup: run this cell first. In a clone of the repository (or wherever transformer_jax is
@@ -173,7 +173,7 @@ print(first[:500])
 from configs import gpt_stdlib
 
 config = gpt_stdlib.get_config()
-config.num_train_steps = choose(full=120, fast=40)  # gpt_stdlib.py: 300
+config.num_train_steps = choose(full=120, fast=20)  # gpt_stdlib.py: 300
 config.eval_every = choose(full=20, fast=20)  # one validation point on the curves per this
 config.log_every = choose(full=10, fast=5)  # one training point per this
 config.checkpoint_every = config.num_train_steps  # one checkpoint, at the end
@@ -181,7 +181,7 @@ config.samples = choose(full=config.samples, fast=0)  # held-out prompts continu
 config.data.tokenizer = choose(full=config.data.tokenizer, fast="byte")
 config.data.max_len = config.model.max_len = choose(full=config.data.max_len, fast=128)
 config.data.tokens_per_batch = choose(full=config.data.tokens_per_batch, fast=1024)
-config.model.num_layers = choose(full=config.model.num_layers, fast=2)
+config.model.num_layers = choose(full=config.model.num_layers, fast=1)
 config.model.d_model = choose(full=config.model.d_model, fast=64)
 config.model.d_ff = choose(full=config.model.d_ff, fast=256)
 config.warmup_steps = choose(full=config.warmup_steps, fast=10)
@@ -641,7 +641,7 @@ settings = {
     "temperature 1.0, top-k 40": dict(temperature=1.0, top_k=40),
     "temperature 1.5, nothing cut": dict(temperature=1.5),
 }
-new_tokens = choose(full=48, fast=32)
+new_tokens = choose(full=48, fast=16)
 for name, kwargs in settings.items():
     started = time.time()
     texts = generator.generate(prompts, max_new_tokens=new_tokens, seed=0, **kwargs)

@@ -115,7 +115,7 @@ MODE = "fast" if fast_mode() else "full"
 PRETRAIN_DIR = f"runs/nb04_bert_pretrain_{MODE}"  # a workdir per mode: a changed config is refused
 # The model's size, shared by pretraining and both fine-tunings (init_from needs the same model).
 MODEL_SIZE = {
-    "num_layers": choose(full=4, fast=2),
+    "num_layers": choose(full=4, fast=1),
     "d_model": choose(full=256, fast=32),
     "d_ff": choose(full=1024, fast=64),
 }
@@ -126,11 +126,11 @@ config.data.vocab_size = choose(full=4096, fast=512)  # SentencePiece pieces
 config.data.spm_sample_size = choose(full=20_000, fast=300)  # documents the tokenizer learns from
 config.data.tokens_per_batch = choose(full=4096, fast=1024)  # 32 (fast: 8) pairs of 128 tokens
 config.data.mask_rate = 0.15  # the paper's rate (the config masks 40% for its longer CPU run)
-config.num_train_steps = choose(full=400, fast=20)
-config.warmup_steps = choose(full=60, fast=10)
+config.num_train_steps = choose(full=400, fast=10)
+config.warmup_steps = choose(full=60, fast=5)
 config.lr_factor = 0.16  # full mode: peak 1.3e-3 at step 60, then the Noam decay
 config.log_every = choose(full=20, fast=5)
-config.eval_every = config.checkpoint_every = choose(full=100, fast=20)
+config.eval_every = config.checkpoint_every = choose(full=100, fast=10)
 m = config.model
 print(
     f"model: {m.num_layers} layers, d_model {m.d_model}, {m.num_heads} heads, d_ff {m.d_ff}, "
@@ -475,13 +475,14 @@ def finetune_config(init_from: str):
     c.init_from = init_from
     if not init_from:
         c.data.spm_model_path = f"{PRETRAIN_DIR}/tokenizer.model"
-    c.data.numbers_train = choose(full=20_000, fast=512)
-    c.data.numbers_eval = choose(full=500, fast=64)
-    c.data.numbers_test = choose(full=2_000, fast=128)
-    c.num_train_steps = choose(full=150, fast=20)
-    c.warmup_steps = choose(full=30, fast=10)
+    c.data.numbers_train = choose(full=20_000, fast=256)
+    c.data.numbers_eval = choose(full=500, fast=32)
+    c.data.numbers_test = choose(full=2_000, fast=64)
+    c.data.batch_size = choose(full=c.data.batch_size, fast=8)
+    c.num_train_steps = choose(full=150, fast=10)
+    c.warmup_steps = choose(full=30, fast=5)
     c.log_every = choose(full=25, fast=5)
-    c.eval_every = c.checkpoint_every = choose(full=50, fast=20)
+    c.eval_every = c.checkpoint_every = choose(full=50, fast=10)
     return c
 
 

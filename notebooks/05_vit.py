@@ -39,7 +39,7 @@
 # 6. What the learned position embeddings became (the paper's Figure 7).
 #
 # The full run trains for a few minutes on a 2-core CPU (Colab: Runtime > Run all). With
-# `TRANSFORMER_JAX_FAST=1` (what CI runs) it trains for a few dozen steps only: every cell still
+# `TRANSFORMER_JAX_FAST=1` (what CI runs) it trains for twenty steps only: every cell still
 # runs, but the model is then barely better than chance and its figures show the pipeline, not a
 # trained ViT.
 
@@ -112,8 +112,8 @@ from transformer_jax.nn.patches import embed_patches_conv, embed_patches_dense, 
 from transformer_jax.notebook import choose, fast_mode
 
 config = vit_digits.get_config()
-# The fast mode's few dozen steps cannot train a model anyway; 2 layers compile faster than 4.
-config.model.num_layers = choose(full=config.model.num_layers, fast=2)
+# The fast mode's few steps cannot train a model anyway; 1 layer compiles faster than 4.
+config.model.num_layers = choose(full=config.model.num_layers, fast=1)
 digits = load_image_dataset(config.data)
 names = digits.label_names
 for split, images in digits.splits.items():
@@ -318,7 +318,7 @@ show_tiles(cosine_similarity(model.pos_embed[...][1:]), "learned, untrained")
 #
 # The same call `python train.py --config=configs/vit_digits.py --workdir=...` makes:
 # `train_and_evaluate(config, workdir)`. The config file's values stay, except for a denser
-# validation curve (and, in the fast mode, a few dozen steps). The workdir's name carries the
+# validation curve (and, in the fast mode, twenty steps). The workdir's name carries the
 # mode, because the loop refuses a workdir written with another model config, and re-running
 # this cell resumes from the last checkpoint instead of starting again. The run logs a line per
 # `log_every` steps, validates every `eval_every` steps, and at the end scores the test split
@@ -328,9 +328,9 @@ show_tiles(cosine_similarity(model.pos_embed[...][1:]), "learned, untrained")
 # %%
 from transformer_jax.training.loop import train_and_evaluate
 
-config.num_train_steps = choose(full=config.num_train_steps, fast=40)
-config.warmup_steps = choose(full=config.warmup_steps, fast=20)
-config.log_every = choose(full=config.log_every, fast=10)
+config.num_train_steps = choose(full=config.num_train_steps, fast=20)
+config.warmup_steps = choose(full=config.warmup_steps, fast=10)
+config.log_every = choose(full=config.log_every, fast=5)
 config.eval_every = choose(full=250, fast=20)
 config.checkpoint_every = choose(full=config.checkpoint_every, fast=10)
 # The test scores the mean of the last 20 checkpoints' parameters (fast: the last 2).
@@ -564,7 +564,7 @@ plt.show()
 # The trained $\mathbf{E}_{pos}$ (without the `[CLS]` row), drawn as in section 2. If the model
 # learned the grid, neighbours come out more similar than patches far apart, where the untrained
 # table showed no such difference; the printed difference says how far it got (the fast mode's
-# few dozen steps are not the paper's long pre-training).
+# twenty steps are not the paper's long pre-training).
 
 # %%
 learned = cosine_similarity(classifier.model.pos_embed[...][1:])

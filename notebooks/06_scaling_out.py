@@ -114,7 +114,7 @@ from IPython.display import Markdown, display
 from transformer_jax import models
 from transformer_jax import sharding as shd
 from transformer_jax.models.encoder_decoder import EncoderDecoderConfig
-from transformer_jax.notebook import choose
+from transformer_jax.notebook import choose, fast_mode
 
 accelerators = jax.devices()
 DEVICES = accelerators[:8] if len(accelerators) >= 8 else jax.devices("cpu")[:8]
@@ -547,7 +547,8 @@ display(Markdown("\n".join(rows)))
 # step $n$ is dispatched, evaluates, and writes Orbax checkpoints shard by shard.
 #
 # `configs/tiny.py` is a seconds-long smoke run, not a translator (notebook 2 trains one), so
-# nothing is decoded: the losses are what to look at. The fast mode (CI) runs 4 steps of it.
+# nothing is decoded: the losses are what to look at. The fast mode (CI) runs 4 steps of it, with
+# one layer a side.
 
 # %%
 from configs import tiny
@@ -558,6 +559,8 @@ config = tiny.get_config()
 config.mesh.data = -1  # the remaining devices
 config.mesh.fsdp = math.gcd(4, jax.device_count())  # 4 when there are 8 devices
 config.num_train_steps = choose(full=config.num_train_steps, fast=4)
+if fast_mode():  # CI: one layer a side, which compiles faster
+    config.model.num_encoder_layers = config.model.num_decoder_layers = 1
 config.eval_every = config.checkpoint_every = choose(full=config.eval_every, fast=4)
 config.log_every = choose(full=5, fast=1)
 config.eval_bleu_sentences = 0  # no greedy decoding at evaluations

@@ -81,9 +81,11 @@ def test_readme_links_every_notebook_with_a_colab_badge():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_notebook_runs_top_to_bottom_in_the_fast_mode(path, tmp_path):
     env = dict(os.environ)
-    # One CPU device, as a Colab CPU runtime has; the tests' fast compilation, except for the
-    # notebook that times attention against a recurrent layer.
-    env["XLA_FLAGS"] = "" if path.stem.startswith("01_") else FAST_COMPILE
+    # One CPU device, as a Colab CPU runtime has; the tests' fast compilation, for every notebook:
+    # most of a fast-mode run is compiling. Notebook 1's timings of attention against a recurrent
+    # layer then run unoptimised code, but nothing here checks them: the test is that every cell
+    # runs (with full optimisation that notebook took twice as long, mostly compiling).
+    env["XLA_FLAGS"] = FAST_COMPILE
     env[FAST_ENV] = "1"
     env["MPLBACKEND"] = "agg"
     # The repository on the path, as the setup cell finds it in a clone; the kernel works in an
