@@ -27,7 +27,7 @@ TRAIN_KEYS = {"params", "batch", "rows_tried", "compile_s", "step_ms", "items_pe
               "mfu_model", "grad_norm", "nonfinite_steps"}  # fmt: skip
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=60)
 def test_dry_run_runs_every_step_and_case_on_the_cpu(tmp_path):
     results = gpu_measure.RESULTS
     before = results.stat().st_mtime_ns if results.exists() else None
@@ -195,7 +195,7 @@ def test_one_call_joins_into_the_layout_the_documents_read():
     assert joined["rows"][0]["step_ms"] == 47.9 and joined["device"] == {}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 def test_ablate_dry_run_measures_each_case_with_its_levers(tmp_path):
     results = gpu_measure.ABLATION_RESULTS
     before = results.stat().st_mtime_ns if results.exists() else None
