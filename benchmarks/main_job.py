@@ -51,10 +51,10 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
 
 
-def versions() -> dict:
-    """Python's and the main packages' versions (None for one not installed)."""
+def versions(packages: tuple[str, ...] = PACKAGES) -> dict:
+    """Python's and `packages`' versions (None for one not installed)."""
     found = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in packages:
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -37,7 +37,6 @@ import importlib.util
 import json
 import os
 import pathlib
-import platform
 import re
 import signal
 import subprocess
@@ -48,6 +47,10 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.main_job import machine, versions  # noqa: E402
+
 LOCUSTFILE = ROOT / "benchmarks" / "serve_load_locust.py"
 RESULTS = ROOT / "benchmarks" / "results" / "serve_load.json"
 QUICK_RESULTS = pathlib.Path(tempfile.gettempdir()) / "serve_load_quick.json"
@@ -531,28 +534,6 @@ def finish(results: dict, out: pathlib.Path) -> str:
 
 
 # ------------------------------------------------------------------------------ the run
-def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform()}
-
-
-def versions() -> dict:
-    found = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = None
-    return found
-
-
 def code_state() -> dict:
     """The commit the server ran from, and the package's files changed since (git status)."""
 
@@ -630,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python", "benchmarks/serve_load.py", *sys.argv[1:]]),
         "quick": args.quick,
         "machine": machine(),
-        "versions": versions(),
+        "versions": versions(PACKAGES),
         "code": code_state(),
         "load_average_1min": {"start": os.getloadavg()[0]},
         "workload": {
