@@ -2,13 +2,11 @@
 
 import os
 import pathlib
-import subprocess
-import sys
 import tempfile
 
 import pytest
 
-from tests.train_runs import device_flags, subprocess_env, train_once, trained_once
+from tests.train_runs import device_flags, run_train_py, train_once, trained_once
 
 os.environ.setdefault("XLA_FLAGS", device_flags(8))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -57,10 +55,7 @@ def tiny_workdir(tmp_path_factory) -> pathlib.Path:
 
 
 def _train_tiny(workdir: pathlib.Path) -> None:
-    env = subprocess_env()
     cmd = [
-        sys.executable,
-        str(_ROOT / "train.py"),
         "--config=configs/tiny.py",
         f"--workdir={workdir}",
         "--config.num_train_steps=30",
@@ -71,7 +66,7 @@ def _train_tiny(workdir: pathlib.Path) -> None:
         "--config.test_sentences=0",
         "--config.data.pack=True",
     ]
-    proc = subprocess.run(cmd, cwd=_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_train_py(cmd)
     if proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
 

@@ -8,12 +8,10 @@ config.json without `task` or `model.name`, no model.json, and a checkpoint at s
 import json
 import pathlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py
 from transformer_jax import Translator
 from transformer_jax.runs.layout import Workdir, migrate
 
@@ -55,8 +53,6 @@ def test_old_workdir_translates(old_workdir):
 @pytest.mark.slow
 def test_old_workdir_resumes_and_writes_model_json(old_workdir):
     cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
         "--config=configs/tiny.py",
         f"--workdir={old_workdir}",
         "--config.num_train_steps=14",
@@ -66,9 +62,7 @@ def test_old_workdir_resumes_and_writes_model_json(old_workdir):
         "--config.eval_bleu_sentences=0",
         "--config.test_sentences=0",
     ]
-    proc = subprocess.run(
-        cmd, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=600
-    )
+    proc = run_train_py(cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "at step 12" in proc.stderr  # resumed, not restarted from scratch
     rows = [json.loads(x) for x in (old_workdir / "metrics.jsonl").read_text().splitlines()]

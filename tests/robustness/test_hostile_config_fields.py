@@ -13,8 +13,6 @@ import copy
 import importlib
 import math
 import pathlib
-import subprocess
-import sys
 import tempfile
 
 import ml_collections
@@ -25,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.robustness.hostile import fuzz
 from tests.test_config_overrides import parse
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py
 from transformer_jax.data.images import idx
 from transformer_jax.tasks.shared_fields import SEED_LIMIT
 from transformer_jax.training import validate_train_config
@@ -252,11 +250,9 @@ def test_command_line_values_of_the_wrong_type_are_refused_by_the_flag_parser(ov
 
 def test_train_py_refuses_a_bad_field_before_writing_anything(tmp_path):
     workdir = tmp_path / "run"
-    env = subprocess_env()
-    proc = subprocess.run(
-        [sys.executable, "train.py", "--config=configs/tiny.py", f"--workdir={workdir}",
-         "--config.model.attention_dropout_rate=1.5"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    proc = run_train_py(
+        ["--config=configs/tiny.py", f"--workdir={workdir}",
+         "--config.model.attention_dropout_rate=1.5"], timeout=300,
     )  # fmt: skip
     assert proc.returncode != 0
     assert "attention_dropout_rate must be in [0, 1), got 1.5" in proc.stderr

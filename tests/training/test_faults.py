@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py, subprocess_env
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.runs.lock import WorkdirBusyError, WorkdirLock, WorkdirNotWritableError
 from transformer_jax.training.nonfinite import NonFiniteCounter, NonFiniteError
@@ -31,10 +31,7 @@ _HOLD = (
 
 
 def _train(workdir, *overrides):
-    cmd = [sys.executable, "train.py", "--config=configs/tiny.py", f"--workdir={workdir}"]
-    return subprocess.run(
-        [*cmd, *overrides], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=600
-    )
+    return run_train_py(["--config=configs/tiny.py", f"--workdir={workdir}", *overrides], ENV)
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ it, and `Translator` and the plot read it back.
 import json
 import pathlib
 import subprocess
-import sys
 import uuid
 
 import pytest
 from etils import epath
 
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py
 from transformer_jax import Classifier, Generator, MaskFiller, Translator
 from transformer_jax.plotting import plot_curves, read_metrics
 
@@ -24,8 +23,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def _train(workdir: str, cwd: pathlib.Path, steps: int) -> subprocess.CompletedProcess:
     cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
         f"--config={ROOT / 'configs' / 'tiny.py'}",
         f"--workdir={workdir}",
         f"--config.num_train_steps={steps}",
@@ -34,9 +31,7 @@ def _train(workdir: str, cwd: pathlib.Path, steps: int) -> subprocess.CompletedP
         "--config.eval_bleu_sentences=4",
         "--config.test_sentences=0",
     ]
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=subprocess_env(), capture_output=True, text=True, timeout=600
-    )
+    proc = run_train_py(cmd, cwd=cwd)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -72,17 +67,13 @@ def test_train_resume_translate_and_plot_on_gs(gcs_bucket, tmp_path):  # noqa: F
 def test_language_model_on_gs(gcs_bucket, tmp_path):  # noqa: F811
     workdir = f"{gcs_bucket}/runs/{uuid.uuid4().hex[:8]}"
     cmd = [
-        sys.executable,
-        str(ROOT / "train.py"),
         f"--config={ROOT / 'configs' / 'gpt_tiny.py'}",
         f"--workdir={workdir}",
         "--config.num_train_steps=4",
         "--config.eval_every=4",
         "--config.checkpoint_every=2",
     ]
-    proc = subprocess.run(
-        cmd, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=600
-    )
+    proc = run_train_py(cmd, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(tmp_path.iterdir()) == []  # nothing local
     objects = [o.removeprefix(f"{workdir}/") for o in list_objects(workdir)]
@@ -103,8 +94,6 @@ def test_bert_pretrain_then_fine_tune_from_gs(gcs_bucket, tmp_path):  # noqa: F8
         ("bert_classify_tiny.py", tuned, [f"--config.init_from={pretrained}"]),
     ):
         cmd = [
-            sys.executable,
-            str(ROOT / "train.py"),
             f"--config={ROOT / 'configs' / config}",
             f"--workdir={workdir}",
             "--config.num_train_steps=2",
@@ -112,9 +101,7 @@ def test_bert_pretrain_then_fine_tune_from_gs(gcs_bucket, tmp_path):  # noqa: F8
             "--config.checkpoint_every=2",
             *extra,
         ]
-        proc = subprocess.run(
-            cmd, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=600
-        )
+        proc = run_train_py(cmd, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert list(tmp_path.iterdir()) == []  # nothing local
     assert f"initialised from {pretrained} step 2" in proc.stderr

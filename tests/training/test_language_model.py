@@ -4,13 +4,12 @@ resumption, the corpus manifest, evaluate and generate CLIs on the run, and conf
 import json
 import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 
 from configs import gpt_tiny
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py
 from transformer_jax.cli import evaluate, generate
 from transformer_jax.training.loop import validate_train_config
 
@@ -38,17 +37,12 @@ def test_the_run_learns_and_reports_bits_per_byte(tiny_lm_workdir):
 
 
 def test_a_restart_reproduces_the_losses_exactly(tiny_lm_workdir, tmp_path):
-    cmd = [sys.executable, "train.py", "--config=configs/gpt_tiny.py", f"--workdir={tmp_path}"]
-    env = subprocess_env()  # one device, as the fixture
-    first = subprocess.run(
-        [*cmd, "--config.num_train_steps=10", "--config.eval_every=10", "--config.samples=0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    cmd = ["--config=configs/gpt_tiny.py", f"--workdir={tmp_path}"]  # one device, as the fixture
+    first = run_train_py(
+        [*cmd, "--config.num_train_steps=10", "--config.eval_every=10", "--config.samples=0"]
     )
     assert first.returncode == 0, first.stderr[-2000:]
-    second = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    second = run_train_py(cmd)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "resumed from" in second.stderr
     losses = {r["step"]: r["loss"] for r in _rows(tmp_path, "train")}

@@ -14,8 +14,6 @@ import re
 import shlex
 import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 
@@ -23,7 +21,7 @@ import pytest
 from etils import epath
 
 from tests.gcs_emulator import gcs_bucket, list_objects  # noqa: F401 (fixture)
-from tests.train_runs import subprocess_env
+from tests.train_runs import TrainPy, subprocess_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SECTION = "## A slice over several hosts"
@@ -48,14 +46,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _launch(args: list[str], steps: int, *extra: str) -> list[subprocess.Popen]:
+def _launch(args: list[str], steps: int, *extra: str) -> list[TrainPy]:
     """Starts train.py with `args` as 2 processes of 4 CPU devices."""
     port = _free_port()
     return [
-        subprocess.Popen(
+        TrainPy(
             [
-                sys.executable,
-                "train.py",
                 *args,
                 f"--coordinator_address=localhost:{port}",
                 "--num_processes=2",
@@ -65,17 +61,13 @@ def _launch(args: list[str], steps: int, *extra: str) -> list[subprocess.Popen]:
                 f"--config.eval_every={steps}",
                 *extra,
             ],
-            cwd=ROOT,
-            env=subprocess_env(devices=4),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            subprocess_env(devices=4),
         )
         for i in range(2)
     ]
 
 
-def _finish(procs: list[subprocess.Popen]) -> list[str]:
+def _finish(procs: list[TrainPy]) -> list[str]:
     """Waits for every process; their stderr. Each must exit 0."""
     errs = [p.communicate(timeout=300)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], _report(errs)

@@ -6,8 +6,6 @@ import pathlib
 import random
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import ml_collections
@@ -15,7 +13,7 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import tiny
-from tests.train_runs import subprocess_env, trained_once
+from tests.train_runs import TrainPy, run_train_py, trained_once
 from transformer_jax.inference.translator import Translator
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.tasks import TranslationTask
@@ -32,21 +30,13 @@ FAST = [  # no BLEU decoding: these tests are about the loop and its checkpoints
 ]
 
 
-def _cmd(workdir, *extra):
-    return [
-        sys.executable,
-        str(ROOT / "train.py"),
-        "--config=configs/tiny.py",
-        f"--workdir={workdir}",
-        *extra,
-    ]
+def _args(workdir, *extra):
+    """train.py's arguments for the tiny config in `workdir`."""
+    return ["--config=configs/tiny.py", f"--workdir={workdir}", *extra]
 
 
 def _run(workdir, *extra, check=True):
-    proc = subprocess.run(
-        _cmd(workdir, *extra), cwd=ROOT, env=subprocess_env(), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
+    proc = run_train_py(_args(workdir, *extra))
     if check and proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
@@ -65,10 +55,7 @@ def _train_losses(workdir) -> dict[int, float]:
 
 def _start(workdir):
     """train.py on the tiny config in the background, stderr captured."""
-    return subprocess.Popen(
-        _cmd(workdir, *FAST), cwd=ROOT, env=subprocess_env(), stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
+    return TrainPy(_args(workdir, *FAST))
 
 
 def _wait_for_step(workdir, step, proc, timeout=300):
