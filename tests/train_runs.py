@@ -39,33 +39,38 @@ def subprocess_env(devices: int = 1, **extra: str) -> dict[str, str]:
     return {**os.environ, "XLA_FLAGS": device_flags(devices), **extra}
 
 
-# What train.py imports before it reads a flag: a process forked from a server that has already
-# imported them starts training about 3.5 s sooner than `python train.py` (see run_train_py).
+# What train.py imports before it reads a flag, and the loop's TensorBoard writer: a process
+# forked from a server that has imported them starts about 4 s sooner (see PyProcess).
 _PRELOAD = ["absl.app", "ml_collections.config_flags", "transformer_jax.cli.common",
-            "transformer_jax.training"]  # fmt: skip
+            "transformer_jax.training", "tensorboardX"]  # fmt: skip
 # Read by the modules above when they are imported: a run asking for other values of these
 # starts a fresh interpreter instead. XLA_FLAGS is read when a backend starts, after the fork.
 _READ_AT_IMPORT = ("JAX_", "PYTHON", "TPU_", "LIBTPU", "TF_", "TFDS_", "GRAIN_", "ABSL_")
 _server_env: dict[str, str] | None = None  # os.environ when this process started its server
 _fresh_path: list[str] | None = None  # sys.path of a fresh interpreter, after its script's dir
+_set_at_import: list[str] = []  # The variables that importing _PRELOAD sets in a fresh one
 
 
-class TrainPy:
-    """`python train.py ARGS` in `env` (default: one device) from `cwd`, in the background: the
+class PyProcess:
+    """`python SCRIPT ARGS` in `env` (default: one device) from `cwd`, in the background: the
     part of subprocess.Popen the tests use, with stdout and stderr kept in files (a chatty run
     never blocks on a full pipe).
 
     The process is forked from a server (multiprocessing's forkserver) that imported what
     train.py imports, started once per test process: the run then differs from a fresh
-    `python train.py` only in not importing those modules itself. Where `env` changes a variable
+    `python SCRIPT` only in not importing those modules itself. Where `env` changes a variable
     that a preloaded module read when it was imported, a fresh interpreter runs instead.
     """
 
     def __init__(
-        self, args: Sequence[str], env: dict[str, str] | None = None, cwd: pathlib.Path = _ROOT
+        self,
+        script: pathlib.Path,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        cwd: pathlib.Path = _ROOT,
     ):
         env = subprocess_env() if env is None else env
-        self.args = [sys.executable, str(_ROOT / "train.py"), *map(str, args)]
+        self.args = [sys.executable, str(script), *map(str, args)]
         self._dir = tempfile.TemporaryDirectory()
         out, err = pathlib.Path(self._dir.name, "stdout"), pathlib.Path(self._dir.name, "stderr")
         self._out, self._err = out, err
@@ -73,16 +78,17 @@ class TrainPy:
         err.touch()
         server_env = _start_server()
         changed = {k for k in env.keys() | server_env.keys() if env.get(k) != server_env.get(k)}
-        if any(k.startswith(_READ_AT_IMPORT) for k in changed):
+        if any(k.startswith(_READ_AT_IMPORT) for k in changed - {"PYTHONPATH"}):
             with open(out, "w") as o, open(err, "w") as e:
                 self._popen = subprocess.Popen(self.args, cwd=cwd, env=env, stdout=o, stderr=e)
             self._child = None
         else:
-            path = [str(_ROOT), *_fresh_path]
+            extra = env.get("PYTHONPATH", "").split(os.pathsep)
+            path = [str(pathlib.Path(script).parent), *filter(None, extra), *_fresh_path]
             ctx = multiprocessing.get_context("forkserver")
             self._child = ctx.Process(
                 target=_run_script,
-                args=(self.args[1:], env, server_env, path, str(cwd), str(out), str(err)),
+                args=(self.args[1:], env, _set_at_import, path, str(cwd), str(out), str(err)),
             )
             self._child.start()
             self._popen = None
@@ -118,6 +124,15 @@ class TrainPy:
         return self._out.read_text(), self._err.read_text()
 
 
+class TrainPy(PyProcess):
+    """`python train.py ARGS` (see PyProcess)."""
+
+    def __init__(
+        self, args: Sequence[str], env: dict[str, str] | None = None, cwd: pathlib.Path = _ROOT
+    ):
+        super().__init__(_ROOT / "train.py", args, env, cwd)
+
+
 def run_train_py(
     args: Sequence[str],
     env: dict[str, str] | None = None,
@@ -138,22 +153,27 @@ def run_train_py(
 
 def _start_server() -> dict[str, str]:
     """Sets up this process's forkserver (once); returns the environment it starts with."""
-    global _server_env, _fresh_path
+    global _server_env, _fresh_path, _set_at_import
     if _server_env is None:
         _server_env = dict(os.environ)
         multiprocessing.set_forkserver_preload(_PRELOAD)
-        probe = "import sys, json; print(json.dumps(sys.path[1:]))"
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-        _fresh_path = json.loads(out.stdout)
+        probe = (
+            "import importlib, json, os, sys; path, before = sys.path[1:], dict(os.environ)\n"
+            f"for name in {_PRELOAD!r}: importlib.import_module(name)\n"
+            "print(json.dumps([path, [k for k, v in os.environ.items() if before.get(k) != v]]))"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+        _fresh_path, _set_at_import = json.loads(out.stdout)
     return _server_env
 
 
-def _run_script(argv, env, server_env, path, cwd, out, err) -> None:
+def _run_script(argv, env, set_at_import, path, cwd, out, err) -> None:
     """In the forked child: the environment, sys.path, working directory, argv and standard
     streams of `python SCRIPT ARGS`; runs the script as __main__ and exits as Python would."""
-    imported = {k: v for k, v in os.environ.items() if server_env.get(k) != v}
+    imported = {k: os.environ[k] for k in set_at_import if k in os.environ}
     os.environ.clear()
-    os.environ.update({**imported, **env})  # What imports set (libtpu_env), unless env sets it.
+    os.environ.update({**imported, **env})  # What the imports set (libtpu_env...), unless env does
     os.chdir(cwd)
     sys.path[:] = path
     sys.argv = list(argv)

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.train_runs import run_train_py, subprocess_env
+from tests.train_runs import PyProcess, run_train_py, subprocess_env
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.runs.lock import WorkdirBusyError, WorkdirLock, WorkdirNotWritableError
 from transformer_jax.training.nonfinite import NonFiniteCounter, NonFiniteError
@@ -151,14 +151,13 @@ def test_nonfinite_steps_stop_the_run_and_keep_the_last_checkpoint(tmp_path):
     assert first.returncode == 0, first.stderr[-3000:]
     saved = tmp_path / "checkpoints" / "8"
     files = {p: p.read_bytes() for p in saved.rglob("*") if p.is_file()}
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests/training/helpers/nan_run.py"), str(tmp_path), "24"],
-        cwd=ROOT, env=ENV | {"PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 3, proc.stderr[-3000:]
-    assert "steps 9-11: 3 steps in a row had a NaN or Inf loss" in proc.stderr
-    assert f"newest checkpoint, step 8 in {tmp_path}/checkpoints" in proc.stderr
+    proc = PyProcess(
+        ROOT / "tests/training/helpers/nan_run.py", [tmp_path, 24], ENV | {"PYTHONPATH": str(ROOT)}
+    )
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 3, err[-3000:]
+    assert "steps 9-11: 3 steps in a row had a NaN or Inf loss" in err
+    assert f"newest checkpoint, step 8 in {tmp_path}/checkpoints" in err
     steps = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert steps == ["4", "8"]
     assert {p: p.read_bytes() for p in saved.rglob("*") if p.is_file()} == files

@@ -6,12 +6,10 @@ train.py --multi_process end to end, preempted on one process and resumed: test_
 import json
 import pathlib
 import socket
-import subprocess
-import sys
 
 import pytest
 
-from tests.train_runs import subprocess_env
+from tests.train_runs import PyProcess, subprocess_env
 
 WORKER = pathlib.Path(__file__).parent / "helpers" / "multiprocess_step.py"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,19 +25,12 @@ def _launch(num_processes, tmp_path):
     port = _free_port()
     outs = [tmp_path / f"p{num_processes}_{i}.json" for i in range(num_processes)]
     procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), str(i), str(num_processes), str(port), str(out)],
-            cwd=ROOT,
-            env=subprocess_env(devices=4),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        PyProcess(WORKER, [i, num_processes, port, out], subprocess_env(devices=4))
         for i, out in enumerate(outs)
     ]
     for p in procs:
-        log, _ = p.communicate(timeout=400)
-        assert p.returncode == 0, log[-3000:]
+        out, err = p.communicate(timeout=400)
+        assert p.returncode == 0, (out + err)[-3000:]
     return [json.loads(o.read_text()) for o in outs]
 
 

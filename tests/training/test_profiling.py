@@ -5,8 +5,6 @@ TPU's or GPU's)."""
 import gzip
 import json
 import pathlib
-import subprocess
-import sys
 import types
 
 import jax
@@ -17,7 +15,7 @@ from etils import epath
 
 from configs import tiny
 from tests.gcs_emulator import gcs_bucket  # noqa: F401 (fixture)
-from tests.train_runs import subprocess_env
+from tests.train_runs import run_train_py, subprocess_env
 from transformer_jax.aot.targets import CHIPS
 from transformer_jax.runs.layout import Workdir
 from transformer_jax.runs.lock import WorkdirNotWritableError
@@ -155,11 +153,8 @@ def test_a_trace_reaches_a_gs_workdir(gcs_bucket, tmp_path):  # noqa: F811
 
 
 def _train(workdir, *args, check=True):
-    env = subprocess_env(JAX_LOG_COMPILES="1")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"--workdir={workdir}", *RUN, *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    # JAX_LOG_COMPILES is read when jax is imported: a fresh interpreter (see PyProcess).
+    proc = run_train_py([f"--workdir={workdir}", *RUN, *args], subprocess_env(JAX_LOG_COMPILES="1"))
     if check and proc.returncode:
         raise AssertionError(f"train.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc
