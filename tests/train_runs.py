@@ -3,6 +3,7 @@ workdir; and the environment of every process the tests start."""
 
 import atexit
 import fcntl
+import io
 import json
 import multiprocessing
 import os
@@ -40,7 +41,7 @@ def subprocess_env(devices: int = 1, **extra: str) -> dict[str, str]:
 
 
 # What train.py imports before it reads a flag, and the loop's TensorBoard writer: a process
-# forked from a server that has imported them starts about 4 s sooner (see PyProcess).
+# forked from a server that has imported them starts without importing them again (PyProcess).
 _PRELOAD = ["absl.app", "ml_collections.config_flags", "transformer_jax.cli.common",
             "transformer_jax.training", "tensorboardX"]  # fmt: skip
 # Read by the modules above when they are imported: a run asking for other values of these
@@ -93,7 +94,11 @@ class PyProcess:
             self._child.start()
             self._popen = None
         self.pid = self._popen.pid if self._popen else self._child.pid
-        self.stderr = open(err)  # noqa: SIM115 - read as the run writes, closed with the run
+
+    @property
+    def stderr(self) -> io.StringIO:
+        """What the run has written to stderr so far, to `.read()` as from Popen's pipe."""
+        return io.StringIO(self._err.read_text())
 
     def poll(self) -> int | None:
         return self._popen.poll() if self._popen else self._child.exitcode
