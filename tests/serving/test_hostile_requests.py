@@ -15,7 +15,7 @@ import zlib
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -337,8 +337,9 @@ def test_wrong_methods_and_unknown_paths(client):
         ),
         method=st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
     )
+    @example(path="//", method="GET")  # A bare "//x" is an authority to httpx: sent in a full URL.
     def unknown(path, method):
-        response = client.request(method, path)
+        response = client.request(method, str(client.base_url).rstrip("/") + path)
         assert response.status_code == 404, (method, path, response.status_code)
         assert_refused(response)
 
