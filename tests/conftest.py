@@ -1,5 +1,6 @@
 """Test set-up: fake 8 CPU devices so that every sharding path runs on a laptop."""
 
+import gc
 import os
 import pathlib
 import tempfile
@@ -20,10 +21,11 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 # Check every jaxtyping shape annotation at run time, throughout the test suite: a function that
-# returns or receives an array of the wrong shape fails the test that called it.
-from jaxtyping import install_import_hook  # noqa: E402
+# returns or receives an array of the wrong shape fails the test that called it. Each function's
+# checks are built at its first call (tests/lazy_typecheck.py).
+from tests import lazy_typecheck  # noqa: E402
 
-install_import_hook("transformer_jax", "beartype.beartype")
+lazy_typecheck.install("transformer_jax")
 
 _ROOT = pathlib.Path(__file__).resolve().parents[1]
 TINY_STEPS = (10, 20, 30)  # The checkpoints that `tiny_workdir` keeps.
@@ -42,6 +44,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return -float(mark.kwargs.get("seconds", 30)) if mark else 0.0
 
     items.sort(key=weight)  # Stable: collection order within equal weights.
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Moves what collection imported (the package, jax, flax, the test modules: millions of
+    objects that live as long as the worker) out of the garbage collector's reach: each of its
+    full collections, which tracing's many small objects set off, then walks only the tests'."""
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ workdir; and the environment of every process the tests start."""
 
 import atexit
 import fcntl
+import gc
 import io
 import json
 import multiprocessing
@@ -176,6 +177,7 @@ def _start_server() -> dict[str, str]:
 def _run_script(argv, env, set_at_import, path, cwd, out, err) -> None:
     """In the forked child: the environment, sys.path, working directory, argv and standard
     streams of `python SCRIPT ARGS`; runs the script as __main__ and exits as Python would."""
+    gc.freeze()  # The preloaded modules live as long as the run: no collection walks them.
     imported = {k: os.environ[k] for k in set_at_import if k in os.environ}
     os.environ.clear()
     os.environ.update({**imported, **env})  # What the imports set (libtpu_env...), unless env does
