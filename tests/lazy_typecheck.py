@@ -1,15 +1,15 @@
 """The test suite's run-time type checks (jaxtyping's import hook with beartype), built for each
 function when it is first called instead of when its module is imported.
 
-The hook decorates every function of the package (about 2,800): building the checks of one costs
-two generated signature functions and two beartype wrappers, about 4 ms, and most functions are
-never called by the tests one worker runs. Deferred, a function's first call builds exactly the
+The hook decorates every function of the package: building the checks of one costs two generated
+signature functions and two beartype wrappers, and most functions are never called by the tests
+one worker runs. Deferred, a function's first call builds exactly the
 checks the import would have built, and every call is checked as before.
 
 The modules that the package imports at its top level are imported before the hook is
 installed: while the hook executes one of the package's modules it points Python's bytecode cache
 at file names of its own, so a third-party module first imported from there (jax, flax, orbax and
-the rest, about 1,700 files) would be compiled from source again instead of read from its cache.
+the rest) would be compiled from source again instead of read from its cache.
 """
 
 from __future__ import annotations
