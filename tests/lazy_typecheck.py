@@ -3,8 +3,8 @@ function when it is first called instead of when its module is imported.
 
 The hook decorates every function of the package: building the checks of one costs two generated
 signature functions and two beartype wrappers, and most functions are never called by the tests
-one worker runs. Deferred, a function's first call builds exactly the
-checks the import would have built, and every call is checked as before.
+one worker runs. Deferred, a function's first call builds exactly the checks the import would
+have built, and every call is checked as before.
 
 The modules that the package imports at its top level are imported before the hook is
 installed: while the hook executes one of the package's modules it points Python's bytecode cache
