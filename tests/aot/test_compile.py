@@ -13,12 +13,17 @@ import pathlib
 import subprocess
 import sys
 
+import jax
+import jax.numpy as jnp
 import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from configs import bert_classify_tiny, bert_tiny, gpt_tiny, tiny, vit_tiny
 from tests.test_docs import command_lines, package_command
 from transformer_jax.aot import OutOfMemoryError, compile_config, fit_config, report
-from transformer_jax.aot.targets import parse_target
+from transformer_jax.aot.programs import Program
+from transformer_jax.aot.targets import parse_target, target_mesh
 from transformer_jax.cli import compile as compile_cli
 
 pytestmark = pytest.mark.skipif(
@@ -213,3 +218,26 @@ def test_fit_moves_on_to_the_first_setting_that_fits():
     assert overrides["mesh"] == {"data": 1, "fsdp": -1, "tensor": 1}
     assert dict(result.plan.mesh.shape) == {"data": 1, "fsdp": 32, "tensor": 1}
     assert [r.name for r in result.results] == ["train step"] and result.problems == []
+
+
+def test_target_programs_are_not_written_to_the_persistent_cache(monkeypatch):
+    """A program compiled for a TPU cannot be loaded on this CPU host: an entry in JAX's
+    persistent cache (which the tests' processes use) would only warn at each later read."""
+    from jax._src import compilation_cache  # The cache's writer: no public hook counts writes.
+
+    writes, put = [], compilation_cache.put_executable_and_time
+
+    def put_and_count(key, name, *args, **kwargs):
+        writes.append(name)
+        return put(key, name, *args, **kwargs)
+
+    monkeypatch.setattr(compilation_cache, "put_executable_and_time", put_and_count)
+    threshold = jax.config.jax_persistent_cache_min_compile_time_secs
+    target = parse_target("v5e-1")
+    mesh = target_mesh(target, {"data": -1, "fsdp": 1, "tensor": 1})
+    spec = jax.ShapeDtypeStruct((8, 128), jnp.float32, sharding=NamedSharding(mesh, P()))
+    program = Program("double", lambda: jax.jit(lambda x: 2 * x).lower(spec), 8, "row")
+    result = report.compile_program(program, target, "xla")
+    assert result.flops and writes == []
+    # Programs for this host are cached as before.
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == threshold

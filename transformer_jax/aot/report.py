@@ -13,9 +13,12 @@ instructions that move the most bytes.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import re
 import time
+
+import jax
 
 from transformer_jax.aot.flops import custom_call_flops
 from transformer_jax.aot.hlo import HbmUse, hbm_uses
@@ -84,6 +87,20 @@ class Compiled:
         )
 
 
+@contextlib.contextmanager
+def _no_persistent_cache_writes():
+    """Compiles inside write nothing to JAX's persistent compilation cache: a program compiled
+    for a target this host does not have cannot be loaded back from it (each later read would
+    only warn), so its entry would cost the write and the disk for nothing."""
+    name = "jax_persistent_cache_min_compile_time_secs"
+    before = getattr(jax.config, name)
+    jax.config.update(name, float("inf"))
+    try:
+        yield
+    finally:
+        jax.config.update(name, before)
+
+
 def compile_program(program: Program, target: Target, kernel: str, top_hbm: int = 0) -> Compiled:
     """Lowers and compiles `program` for `target`; its figures (with its `top_hbm` largest
     HBM consumers).
@@ -94,7 +111,8 @@ def compile_program(program: Program, target: Target, kernel: str, top_hbm: int 
     started = time.perf_counter()
     lowered = program.lower()
     try:
-        compiled = lowered.compile(GPU_OPTIONS if target.chip.platform == "gpu" else None)
+        with _no_persistent_cache_writes():
+            compiled = lowered.compile(GPU_OPTIONS if target.chip.platform == "gpu" else None)
     except Exception as e:  # The compiler's own error type is not public API.
         if "RESOURCE_EXHAUSTED" in str(e):
             raise out_of_memory(program.name, target, str(e)) from None
