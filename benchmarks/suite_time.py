@@ -1,9 +1,10 @@
 """How long the README's test command takes on this machine, as a fresh machine runs it.
 
 Runs `python -m pytest -q -n 2` (the README's command; other pytest arguments after `--`) in
-the source tree with an empty JAX compilation cache, as on a machine that has never compiled
-the tests' programs, and records the wall time, the tests' own time summed, the outcome counts
-and the slowest tests, with the date, machine, versions and commit:
+the source tree as on a fresh clone: an empty JAX compilation cache, no Python bytecode of the
+project's own files, and bytecode written as Python writes it by default (PYTHONDONTWRITEBYTECODE
+is dropped from the environment). It records the wall time, the tests' own time summed, the
+outcome counts and the slowest tests, with the date, machine, versions and commit:
 
     python benchmarks/suite_time.py                   # prints the record
     python benchmarks/suite_time.py --out=benchmarks/results/suite_time.json
@@ -20,6 +21,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,7 @@ sys.path.insert(0, str(ROOT))  # for benchmarks.main_job
 from benchmarks.main_job import machine, versions  # noqa: E402
 
 COMMAND = ["python", "-m", "pytest", "-q", "-n", "2"]  # The README's, after its install.
+FRESH_CLONE_LACKS = ("transformer_jax", "tests", "configs", "benchmarks", "notebooks")
 DURATION = re.compile(r"^\s*(?P<s>[\d.]+)s (?P<phase>setup|call|teardown)\s+(?P<test>\S+)")
 COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
@@ -58,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="a JSON file to write the record to")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
+    for folder in FRESH_CLONE_LACKS:  # What a fresh clone has not compiled yet.
+        for cached in (ROOT / folder).rglob("__pycache__"):
+            shutil.rmtree(cached, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix="suite_cache_") as cache:
         env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": cache}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # A fresh machine writes bytecode.
         cmd = [sys.executable, *COMMAND[1:], "--durations=0", "-p", "no:cacheprovider"]
         started = time.time()
         done = subprocess.run(
@@ -71,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "command": " ".join(COMMAND + args.pytest_args),
         "compilation_cache": "empty",
+        "python_bytecode": "none of the project's at the start, written as it runs",
         "exit_code": done.returncode,
         "wall_seconds": round(wall, 1),
         **parse(done.stdout),
