@@ -61,6 +61,9 @@ def test_old_workdir_resumes_and_writes_model_json(old_workdir):
         "--config.eval_every=14",
         "--config.eval_bleu_sentences=0",
         "--config.test_sentences=0",
+        # The stored run's model: configs/tiny.py had 2+2 layers in 0.1.
+        "--config.model.num_encoder_layers=2",
+        "--config.model.num_decoder_layers=2",
     ]
     proc = run_train_py(cmd)
     assert proc.returncode == 0, proc.stderr[-3000:]

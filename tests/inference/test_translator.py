@@ -190,13 +190,15 @@ def test_attention_shapes_match_tokens_and_plot(translator, tmp_path):
     expected = {"encoder": (s, s), "decoder_self": (t, t), "decoder_cross": (t, s)}
     for kind, (q, k) in expected.items():
         layers = result.weights(kind)
-        assert len(layers) == (cfg.num_encoder_layers if kind == "encoder" else 2)
+        assert len(layers) == (
+            cfg.num_encoder_layers if kind == "encoder" else cfg.num_decoder_layers
+        )
         for w in layers:
             assert isinstance(w, np.ndarray) and w.shape == (cfg.num_heads, q, k)
             np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)
     assert np.all(np.triu(result.decoder_self[0][0], k=1) == 0)  # causal
 
-    path = plot_attention(result, "decoder_cross", 1, 3, tmp_path / "plots" / "cross.png")
+    path = plot_attention(result, "decoder_cross", 0, 3, tmp_path / "plots" / "cross.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="head=4 is out of range"):
         plot_attention(result, "encoder", 0, 4, tmp_path / "x.png")
