@@ -22,14 +22,9 @@ from transformer_jax.training.state import create_train_state
 LOSS = functools.partial(translation_loss, label_smoothing=0.1)
 # One layer a side: each sharding rule a layer applies is exercised once per stack, and each
 # further layer would add compile time (most of these tests' cost) without a new rule.
+ONE_LAYER_EACH = dict(num_encoder_layers=1, num_decoder_layers=1)
 CFG = EncoderDecoderConfig.tiny(
-    vocab_size=48,
-    d_model=32,
-    num_heads=4,
-    d_ff=64,
-    dropout_rate=0.1,
-    num_encoder_layers=1,
-    num_decoder_layers=1,
+    vocab_size=48, d_model=32, num_heads=4, d_ff=64, dropout_rate=0.1, **ONE_LAYER_EACH
 )
 
 
