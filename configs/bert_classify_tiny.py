@@ -12,8 +12,8 @@ from configs.common import classify_base_config
 
 
 def get_config():
-    c = classify_base_config("tiny")  # d_model 32: configs/bert_tiny.py's model,
-    c.model.num_layers = 1  # one layer included.
+    c = classify_base_config("tiny")  # d_model 32.
+    c.model.num_layers = 1  # As configs/bert_tiny.py: that run can be this one's init_from.
     c.model.max_len = 64  # As configs/bert_tiny.py.
 
     c.data.source = "numbers_pair"

@@ -10,7 +10,7 @@ from configs.common import bert_base_config
 
 def get_config():
     c = bert_base_config("tiny")  # d_model 32.
-    c.model.num_layers = 1  # Every path of a deeper model, compiled in about half the time.
+    c.model.num_layers = 1  # One layer: configs/tiny.py says why.
     c.model.max_len = 64  # Positions: data.max_len.
 
     c.data.vocab_size = 512  # A small tokenizer trains in about a second.

@@ -10,7 +10,7 @@ from configs.common import lm_base_config
 
 def get_config():
     c = lm_base_config("tiny")  # d_model 32.
-    c.model.num_layers = 1  # Every path of a deeper model, compiled in about half the time.
+    c.model.num_layers = 1  # One layer: configs/tiny.py says why.
     c.model.max_len = 64  # Positions: the context of data.max_len.
     c.model.dropout_rate = 0.1  # Dropout on, so that tests exercise its keys.
 
